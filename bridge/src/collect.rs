@@ -1,0 +1,380 @@
+//! Collecting one process's queues: find and load the debug library, set up
+//! its image and process, iterate communicators and their three queues, and
+//! normalise what it returns into the snapshot model.
+
+#![allow(non_upper_case_globals)] // the mqs_* constants keep the header's names
+
+use std::ffi::{c_char, c_int};
+use std::time::Instant;
+
+use crate::discover::{discover, Discovery};
+use crate::dll::{self, c_string, Dll};
+use crate::ffi::abi::*;
+use crate::ffi::session::{code, Session};
+use crate::ffi::trampolines::{IMAGE_CALLBACKS, PROCESS_CALLBACKS};
+use crate::options::DumpOptions;
+use crate::snapshot::model::*;
+use crate::snapshot::normalize;
+use crate::target::{Target, TargetError};
+
+/// The dump was interrupted by the user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+/// Most communicators read from one process (a corrupt list may loop).
+pub const MAX_COMMUNICATORS: usize = 100_000;
+/// Most operations read from one queue of one communicator.
+pub const MAX_OPERATIONS: usize = 1_000_000;
+
+/// Collects one process. Failures are recorded in the snapshot; only an
+/// interruption is an error.
+pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSnapshot, Interrupted> {
+    let start = Instant::now();
+    let desc = target.describe();
+    let known_rank = target.world_rank();
+    let mut snap = ProcessSnapshot {
+        pid: desc.pid,
+        world_rank: known_rank,
+        executable: desc.executable.clone(),
+        dll: None,
+        error: None,
+        messages: Vec::new(),
+        communicators: Vec::new(),
+        stats: None,
+    };
+    let image_name = if desc.executable.is_empty() {
+        "the process".to_string()
+    } else {
+        desc.executable.clone()
+    };
+
+    let dll = match find_dll(target, opts, &mut snap)? {
+        Some(d) => d,
+        None => return Ok(snap),
+    };
+
+    // Everything from here runs the library: one dump at a time.
+    let _guard = dll.lock.lock().unwrap_or_else(|p| p.into_inner());
+    let mut session = Session::new(target, known_rank);
+    let result = run_library(dll, &mut session, &image_name, &mut snap);
+    teardown(dll, &mut session);
+
+    if session.interrupted {
+        return Err(Interrupted);
+    }
+    if let Err(e) = result {
+        snap.error = Some(e);
+    }
+    if let Some(internal) = session.internal_error.take() {
+        snap.messages.push(internal);
+    }
+    normalize::finish(&mut snap);
+    if opts.stats {
+        snap.stats = Some(DumpStats {
+            fetch_calls: session.fetch_calls,
+            host_reads: session.cache.stats.host_reads,
+            host_read_bytes: session.cache.stats.host_bytes,
+            elapsed_us: start.elapsed().as_micros() as u64,
+        });
+    }
+    Ok(snap)
+}
+
+/// Picks and loads the library; records why when there is none.
+fn find_dll(
+    target: &mut dyn Target,
+    opts: &DumpOptions,
+    snap: &mut ProcessSnapshot,
+) -> Result<Option<&'static Dll>, Interrupted> {
+    if let Some(path) = &opts.dll {
+        return Ok(match dll::load(path) {
+            Ok(d) => {
+                snap.dll = Some(dll_info(d, DllSource::User));
+                Some(d)
+            }
+            Err(e) => {
+                snap.error = Some(format!("{e} (named with --dll)"));
+                None
+            }
+        });
+    }
+    let found: Discovery = match discover(target) {
+        Ok(d) => d,
+        Err(TargetError::Interrupted) => return Err(Interrupted),
+        Err(e) => {
+            snap.error = Some(format!("cannot look for the MPI debug library in the process: {e}"));
+            return Ok(None);
+        }
+    };
+    snap.messages.extend(found.notes.iter().cloned());
+    if found.queues_disabled {
+        snap.error = Some(
+            "the MPI library says it does not support message queue debugging \
+             (MPI2DD_MPIFLAG_IGNORE_QUEUE is set in MPI2DD_info)"
+                .into(),
+        );
+        return Ok(None);
+    }
+    if !found.looks_like_mpi {
+        snap.error = Some(
+            "not an MPI process: it defines none of MPIR_dll_name, mpimsgq_dll_locations \
+             or MPI2DD_info (is it linked with an MPI library, and has MPI_Init run?)"
+                .into(),
+        );
+        return Ok(None);
+    }
+    let mut refusals = Vec::new();
+    for c in &found.candidates {
+        match dll::load(&c.path) {
+            Ok(d) => {
+                snap.messages.extend(refusals);
+                snap.dll = Some(dll_info(d, c.source));
+                return Ok(Some(d));
+            }
+            Err(e) => refusals.push(format!("{} ({}): {e}", c.path.display(), c.source.as_str())),
+        }
+    }
+    snap.error = Some(if refusals.is_empty() {
+        "the MPI library in this process names no message queue debug library \
+         (MPIR_dll_name is empty or unreadable); name one with --dll FILE"
+            .to_string()
+    } else {
+        format!(
+            "no usable message queue debug library: {}; name one with --dll FILE",
+            refusals.join("; ")
+        )
+    });
+    Ok(None)
+}
+
+fn dll_info(d: &Dll, source: DllSource) -> DllInfo {
+    DllInfo {
+        path: d.path().display().to_string(),
+        version: d.version().to_string(),
+        found_via: source,
+    }
+}
+
+/// Text for a code a library or callback returned.
+fn describe(dll: &Dll, session: &Session<'_>, c: c_int) -> String {
+    if let Some(t) = code::text(c) {
+        return match &session.error {
+            Some(e) => format!("{t}: {e}"),
+            None => t.to_string(),
+        };
+    }
+    match c {
+        mqs_no_information => "no information".into(),
+        mqs_end_of_list => "end of list".into(),
+        _ => dll
+            .error_string(c)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|| format!("error code {c}")),
+    }
+}
+
+/// A library message with `%s` replaced by our own code (never printf).
+fn library_message(p: *mut c_char, name: &str) -> Option<String> {
+    // SAFETY: the library sets *message to NULL or a static NUL-terminated string.
+    let text = unsafe { c_string(p) }?;
+    let text = text.replace("%s", name);
+    Some(text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+fn run_library(dll: &Dll, s: &mut Session<'_>, image_name: &str, snap: &mut ProcessSnapshot) -> Result<(), String> {
+    let e = &dll.entry;
+    let image = s.image_ptr();
+    let process = s.process_ptr();
+
+    // SAFETY: image is a live handle of this session; the table is static.
+    let rc = unsafe { (e.setup_image)(image, &IMAGE_CALLBACKS) };
+    if rc != mqs_ok {
+        return Err(format!(
+            "the debug library could not set up {image_name}: {}",
+            describe(dll, s, rc)
+        ));
+    }
+    let mut message: *mut c_char = std::ptr::null_mut();
+    // SAFETY: as above; `message` is a valid out-pointer.
+    let rc = unsafe { (e.image_has_queues)(image, &mut message) };
+    if rc != mqs_ok {
+        return Err(has_queues_error(
+            dll,
+            s,
+            rc,
+            library_message(message, image_name),
+            image_name,
+        ));
+    }
+    // SAFETY: as above.
+    let rc = unsafe { (e.setup_process)(process, &PROCESS_CALLBACKS) };
+    if rc != mqs_ok {
+        return Err(format!(
+            "the debug library could not set up the process: {}",
+            describe(dll, s, rc)
+        ));
+    }
+    let mut message: *mut c_char = std::ptr::null_mut();
+    // SAFETY: as above.
+    let rc = unsafe { (e.process_has_queues)(process, &mut message) };
+    if rc != mqs_ok {
+        return Err(has_queues_error(
+            dll,
+            s,
+            rc,
+            library_message(message, image_name),
+            image_name,
+        ));
+    }
+    // SAFETY: as above.
+    let rc = unsafe { (e.update_communicator_list)(process) };
+    if rc != mqs_ok {
+        return Err(format!(
+            "cannot read the list of communicators: {}",
+            describe(dll, s, rc)
+        ));
+    }
+    // SAFETY: as above.
+    let mut rc = unsafe { (e.setup_communicator_iterator)(process) };
+    let mut count = 0;
+    while rc == mqs_ok {
+        if count == MAX_COMMUNICATORS {
+            snap.messages.push(format!(
+                "stopped after {MAX_COMMUNICATORS} communicators: the list may be corrupt"
+            ));
+            break;
+        }
+        count += 1;
+        // SAFETY: mqs_communicator is plain data; all-zero is valid.
+        let mut raw: mqs_communicator = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; `raw` is a valid out-pointer.
+        let grc = unsafe { (e.get_communicator)(process, &mut raw) };
+        if grc != mqs_ok {
+            snap.messages
+                .push(format!("a communicator could not be read: {}", describe(dll, s, grc)));
+            break;
+        }
+        let group = comm_group(dll, s, &raw);
+        let mut comm = normalize::communicator(&raw, group);
+        for kind in QueueKind::ALL {
+            *comm.queues.get_mut(kind) = read_queue(dll, s, kind, &comm);
+            if s.interrupted {
+                return Err("interrupted".into());
+            }
+        }
+        snap.communicators.push(comm);
+        // SAFETY: as above.
+        rc = unsafe { (e.next_communicator)(process) };
+    }
+    if rc != mqs_ok && rc != mqs_end_of_list && rc != mqs_no_information {
+        snap.messages.push(format!(
+            "the communicator list ended with an error: {}",
+            describe(dll, s, rc)
+        ));
+    }
+    Ok(())
+}
+
+/// The error for a failed `mqs_image_has_queues` / `mqs_process_has_queues`.
+fn has_queues_error(dll: &Dll, s: &Session<'_>, rc: c_int, message: Option<String>, image_name: &str) -> String {
+    let mut text = format!(
+        "the message queue debug library cannot read the queues of {image_name}: {}",
+        describe(dll, s, rc)
+    );
+    if let Some(m) = message.filter(|m| !m.is_empty()) {
+        text.push_str(&format!(" ({m})"));
+    }
+    if let Some(t) = s.missing_types.first() {
+        text.push_str(&format!(
+            ". The type '{t}' has no debug information in the process: the MPI library is \
+             stripped or was built without -g; install its debug symbols or rebuild it with -g"
+        ));
+    }
+    text
+}
+
+/// World ranks of the current communicator's members, when the library says.
+fn comm_group(dll: &Dll, s: &mut Session<'_>, raw: &mqs_communicator) -> Option<Vec<i64>> {
+    let f = dll.entry.get_comm_group?;
+    let size = normalize::word(raw.size)?;
+    if !(1..=1 << 24).contains(&size) {
+        return None;
+    }
+    let mut members = vec![-1 as c_int; size as usize];
+    // SAFETY: the process handle is live; `members` has room for `size` ints,
+    // the communicator's size as the library reported it.
+    let rc = unsafe { f(s.process_ptr(), members.as_mut_ptr()) };
+    (rc == mqs_ok).then(|| members.into_iter().map(i64::from).collect())
+}
+
+fn read_queue(dll: &Dll, s: &mut Session<'_>, kind: QueueKind, comm: &Communicator) -> Queue {
+    let e = &dll.entry;
+    let process = s.process_ptr();
+    let op_class = match kind {
+        QueueKind::Sends => mqs_pending_sends,
+        QueueKind::Receives => mqs_pending_receives,
+        QueueKind::Unexpected => mqs_unexpected_messages,
+    };
+    // SAFETY: live process handle.
+    let rc = unsafe { (e.setup_operation_iterator)(process, op_class) };
+    if rc != mqs_ok {
+        let why = if rc == mqs_no_information {
+            "this MPI's debug library does not provide it".to_string()
+        } else {
+            describe(dll, s, rc)
+        };
+        return Queue::unavailable(format!("not available from this MPI's debug library: {why}"));
+    }
+    let mut queue = Queue::available(Vec::new());
+    loop {
+        if queue.operations.len() == MAX_OPERATIONS {
+            queue.incomplete = true;
+            queue.reason = Some(format!(
+                "stopped after {MAX_OPERATIONS} operations in '{}' {}: the list may be corrupt",
+                comm.name,
+                kind.as_str()
+            ));
+            break;
+        }
+        // SAFETY: mqs_pending_operation is plain data; all-zero is valid.
+        let mut raw: mqs_pending_operation = unsafe { std::mem::zeroed() };
+        // SAFETY: live process handle; `raw` is a valid out-pointer.
+        let rc = unsafe { (e.next_operation)(process, &mut raw) };
+        if rc == mqs_ok {
+            queue.operations.push(normalize::operation(&raw, kind, comm));
+            continue;
+        }
+        if rc != mqs_end_of_list && rc != mqs_no_information {
+            queue.incomplete = true;
+            queue.reason = Some(format!(
+                "the list could not be read to its end: {}",
+                describe(dll, s, rc)
+            ));
+            if queue.operations.is_empty() && code::text(rc).is_some() {
+                // Nothing read at all, and the cause is ours (memory): not "empty".
+                queue.available = false;
+            }
+        }
+        break;
+    }
+    queue
+}
+
+/// Frees what the library stored in the image and process infos.
+fn teardown(dll: &Dll, s: &mut Session<'_>) {
+    if !s.process_info.is_null() {
+        if let Some(f) = dll.entry.destroy_process_info {
+            // SAFETY: the pointer is what the library gave put_process_info.
+            unsafe { f(s.process_info) };
+        }
+        s.process_info = std::ptr::null_mut();
+    }
+    if !s.image_info.is_null() {
+        if let Some(f) = dll.entry.destroy_image_info {
+            // SAFETY: the pointer is what the library gave put_image_info.
+            unsafe { f(s.image_info) };
+        }
+        s.image_info = std::ptr::null_mut();
+    }
+}

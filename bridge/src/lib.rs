@@ -1,0 +1,88 @@
+//! mpiq's bridge: the debugger side of the MPI message queue debug interface.
+//!
+//! An MPI library ships a *message queue debug library* (MQD, "the DLL":
+//! Open MPI's `libompi_dbg_msgq.so`, MPICH's `libtvmpich.so`) that knows how
+//! to walk that MPI's internal queues. The bridge finds and loads it, answers
+//! its callbacks through a front end's [`Target`], and turns what it returns
+//! into a [`Snapshot`].
+//!
+//! ```no_run
+//! use mpiq::{dump, DumpOptions, Target};
+//! fn show(target: &mut dyn Target) {
+//!     let opts = DumpOptions::parse_line("--all").unwrap();
+//!     match dump(&mut [target], &opts) {
+//!         Ok(text) => print!("{text}"),
+//!         Err(e) => eprintln!("{e}"),
+//!     }
+//! }
+//! ```
+#![deny(unsafe_op_in_unsafe_fn, improper_ctypes, improper_ctypes_definitions)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+/// The per-dump page cache in front of the host's memory reads.
+pub mod cache;
+/// The public C API (`include/mpiq.h`) over callback tables.
+pub mod capi;
+/// Collecting one process's queues through a loaded debug library.
+pub mod collect;
+/// What the target says about where its debug library is.
+pub mod discover;
+/// Finding, checking and loading a debug library.
+pub mod dll;
+/// The raw mqs ABI and the `extern "C"` trampolines.
+pub mod ffi;
+/// The arguments of the queue commands.
+pub mod options;
+/// The snapshot model and its renderers.
+pub mod snapshot;
+/// The trait front ends implement to give access to a target.
+pub mod target;
+
+pub use collect::{collect, Interrupted};
+pub use options::{DumpOptions, Format, UsageError, HELP};
+pub use snapshot::model::*;
+pub use snapshot::render::{render, render_text};
+pub use target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+
+/// Why a whole dump failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DumpError {
+    /// No process could be read; one line per process.
+    #[error("{0}")]
+    AllFailed(String),
+    /// The user interrupted the dump.
+    #[error("interrupted: the message queue dump was stopped")]
+    Interrupted,
+}
+
+/// Collects every target and renders the result as the options ask.
+///
+/// Per-process failures are part of the snapshot; the dump as a whole fails
+/// only when it was interrupted or when no process at all could be read.
+pub fn dump(targets: &mut [&mut dyn Target], opts: &DumpOptions) -> Result<String, DumpError> {
+    let snapshot = collect_all(targets, opts)?;
+    Ok(render(&snapshot, opts))
+}
+
+/// Collects every target into one snapshot (see [`dump`] for the errors).
+pub fn collect_all(targets: &mut [&mut dyn Target], opts: &DumpOptions) -> Result<Snapshot, DumpError> {
+    let mut snapshot = Snapshot::default();
+    for target in targets.iter_mut() {
+        let process = collect(&mut **target, opts).map_err(|_| DumpError::Interrupted)?;
+        snapshot.processes.push(process);
+    }
+    if !snapshot.processes.is_empty() && snapshot.processes.iter().all(|p| p.error.is_some()) {
+        let lines: Vec<String> = snapshot
+            .processes
+            .iter()
+            .map(|p| match (p.pid, snapshot.processes.len()) {
+                (_, 1) => p.error.clone().unwrap_or_default(),
+                (Some(pid), _) => format!("process {pid}: {}", p.error.as_deref().unwrap_or_default()),
+                (None, _) => p.error.clone().unwrap_or_default(),
+            })
+            .collect();
+        return Err(DumpError::AllFailed(lines.join("\n")));
+    }
+    Ok(snapshot)
+}

@@ -1,0 +1,290 @@
+//! The snapshot model: what a dump found, as plain serde data.
+//!
+//! The JSON form (`mpiq.snapshot/1`) is documented in `docs/json-schema.md`
+//! and is the same from every front end.
+
+use serde::{Deserialize, Serialize};
+
+/// The schema name written into every snapshot.
+pub const SCHEMA: &str = "mpiq.snapshot/1";
+
+/// A dump of one or more processes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// One entry per process, in the order the front end gave them.
+    pub processes: Vec<ProcessSnapshot>,
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        Snapshot {
+            schema: SCHEMA.to_string(),
+            processes: Vec::new(),
+        }
+    }
+}
+
+/// Where the debug library's path came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DllSource {
+    /// Named by the user (`--dll`, `set mpi dll-path`, `MPIQ_DLL`).
+    User,
+    /// Open MPI's `mpimsgq_dll_locations` array in the target.
+    #[serde(rename = "mpimsgq_dll_locations")]
+    MpimsgqDllLocations,
+    /// `MPI2DD_info.dll_name_64` in the target.
+    #[serde(rename = "MPI2DD_info")]
+    Mpi2ddInfo,
+    /// `MPIR_dll_name` in the target.
+    #[serde(rename = "MPIR_dll_name")]
+    MpirDllName,
+}
+
+impl DllSource {
+    /// The name used in JSON and text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DllSource::User => "user",
+            DllSource::MpimsgqDllLocations => "mpimsgq_dll_locations",
+            DllSource::Mpi2ddInfo => "MPI2DD_info",
+            DllSource::MpirDllName => "MPIR_dll_name",
+        }
+    }
+}
+
+/// The debug library used for a process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DllInfo {
+    /// Path as loaded.
+    pub path: String,
+    /// `mqs_version_string()`.
+    pub version: String,
+    /// Where the path came from.
+    pub found_via: DllSource,
+}
+
+/// One process's queues.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessSnapshot {
+    /// Process id, when known.
+    pub pid: Option<u32>,
+    /// Rank in `MPI_COMM_WORLD`, when known.
+    pub world_rank: Option<i32>,
+    /// The main executable.
+    pub executable: String,
+    /// The debug library, once one was loaded.
+    pub dll: Option<DllInfo>,
+    /// Why this process could not be dumped (the rest is then empty or partial).
+    pub error: Option<String>,
+    /// Notes for the user: skipped DLL candidates, limits hit, library messages.
+    pub messages: Vec<String>,
+    /// Communicators in the order the library lists them.
+    pub communicators: Vec<Communicator>,
+    /// Counters of the dump (only with `--stats`; host-specific).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<DumpStats>,
+}
+
+/// Counters of one process's dump; they differ between hosts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpStats {
+    /// `mqs_fetch_data` calls made by the library.
+    pub fetch_calls: u64,
+    /// Memory reads sent to the host (after the page cache).
+    pub host_reads: u64,
+    /// Bytes the host was asked for.
+    pub host_read_bytes: u64,
+    /// Wall time of the dump, in microseconds.
+    pub elapsed_us: u64,
+}
+
+/// One communicator and its queues.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Communicator {
+    /// The library's unique id (an index or an address), as text.
+    pub id: String,
+    /// The name (`MPI_Comm_set_name`), cut at the first NUL.
+    pub name: String,
+    /// Number of processes; `None` when the library reports none.
+    pub size: Option<i64>,
+    /// This process's rank in it; `None` when not a member / unknown.
+    pub local_rank: Option<i64>,
+    /// World rank of each local rank, when known.
+    pub world_ranks: Option<Vec<Option<i64>>>,
+    /// How `world_ranks` was learnt: "library" (`mqs_get_comm_group`),
+    /// "world" (it is `MPI_COMM_WORLD`), "inferred" (across ranks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_ranks_source: Option<String>,
+    /// The three queues.
+    pub queues: Queues,
+}
+
+/// The three queues of a communicator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Queues {
+    /// Pending sends.
+    pub sends: Queue,
+    /// Posted receives.
+    pub receives: Queue,
+    /// Unexpected (arrived, unmatched) messages.
+    pub unexpected: Queue,
+}
+
+/// Which queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueKind {
+    /// Pending sends.
+    Sends,
+    /// Posted receives.
+    Receives,
+    /// Unexpected messages.
+    Unexpected,
+}
+
+impl QueueKind {
+    /// All three, in display order.
+    pub const ALL: [QueueKind; 3] = [QueueKind::Sends, QueueKind::Receives, QueueKind::Unexpected];
+
+    /// The name used in JSON, text and arguments.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueKind::Sends => "sends",
+            QueueKind::Receives => "receives",
+            QueueKind::Unexpected => "unexpected",
+        }
+    }
+}
+
+impl Queues {
+    /// The queue of a kind.
+    pub fn get(&self, kind: QueueKind) -> &Queue {
+        match kind {
+            QueueKind::Sends => &self.sends,
+            QueueKind::Receives => &self.receives,
+            QueueKind::Unexpected => &self.unexpected,
+        }
+    }
+
+    /// The queue of a kind, mutably.
+    pub fn get_mut(&mut self, kind: QueueKind) -> &mut Queue {
+        match kind {
+            QueueKind::Sends => &mut self.sends,
+            QueueKind::Receives => &mut self.receives,
+            QueueKind::Unexpected => &mut self.unexpected,
+        }
+    }
+}
+
+/// One queue: its operations, or why it could not be read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Queue {
+    /// False when the library cannot show this queue, or reading it failed.
+    pub available: bool,
+    /// Why it is not available, or why the list is incomplete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// True when the list was cut short (a read failed part way, a limit was hit).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub incomplete: bool,
+    /// Operations in the order the library returned them (matching order).
+    pub operations: Vec<Operation>,
+}
+
+impl Queue {
+    /// An available queue with these operations.
+    pub fn available(operations: Vec<Operation>) -> Self {
+        Queue {
+            available: true,
+            reason: None,
+            incomplete: false,
+            operations,
+        }
+    }
+
+    /// A queue the library could not show.
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Queue {
+            available: false,
+            reason: Some(reason.into()),
+            incomplete: false,
+            operations: Vec::new(),
+        }
+    }
+}
+
+/// Status of an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Not matched yet.
+    Pending,
+    /// Matched, data not all transferred.
+    Matched,
+    /// Complete but not yet waited for.
+    Complete,
+    /// A value the interface does not define.
+    Unknown,
+}
+
+impl Status {
+    /// The name used in JSON and text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Matched => "matched",
+            Status::Complete => "complete",
+            Status::Unknown => "unknown",
+        }
+    }
+}
+
+/// A rank as a local (communicator) rank and a world rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Peer {
+    /// Rank in the communicator; `None` for ANY_SOURCE or unknown.
+    pub local: Option<i64>,
+    /// Rank in `MPI_COMM_WORLD`; `None` when unknown.
+    pub world: Option<i64>,
+}
+
+/// What was actually matched or sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Actual {
+    /// Rank in the communicator.
+    pub local: Option<i64>,
+    /// Rank in `MPI_COMM_WORLD`.
+    pub world: Option<i64>,
+    /// Tag.
+    pub tag: Option<i64>,
+    /// Length, in the library's unit.
+    pub length: Option<i64>,
+}
+
+/// One pending operation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Operation {
+    /// Status.
+    pub status: Status,
+    /// The peer asked for (destination of a send, source of a receive).
+    pub peer: Peer,
+    /// A receive from `MPI_ANY_SOURCE`.
+    pub any_source: bool,
+    /// The tag asked for; `None` with `any_tag`.
+    pub tag: Option<i64>,
+    /// A receive with `MPI_ANY_TAG`.
+    pub any_tag: bool,
+    /// Buffer length (bytes for Open MPI, elements for MPICH).
+    pub length: Option<i64>,
+    /// Buffer address, `0x...`.
+    pub buffer: String,
+    /// The buffer belongs to the library, not the user.
+    pub system_buffer: bool,
+    /// What was matched (receives once matched, sends, unexpected messages).
+    pub actual: Option<Actual>,
+    /// Free text from the library, one entry per line.
+    pub extra_text: Vec<String>,
+}

@@ -1,0 +1,124 @@
+//! The trait a front end implements so the bridge can read a target process.
+//!
+//! The bridge knows nothing of gdb, lldb or `/proc`: everything it learns
+//! about the target comes through [`Target`]. Every answer is plain data, so
+//! a session can be recorded and replayed, and the debug library could run
+//! in another process.
+
+use serde::{Deserialize, Serialize};
+
+/// A type handle chosen by the front end (an index into its own table, a
+/// DWARF offset, ...). The bridge only hands it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TypeId(pub u64);
+
+/// Byte order of the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ByteOrder {
+    /// Least significant byte first (x86_64, aarch64 Linux).
+    Little,
+    /// Most significant byte first.
+    Big,
+}
+
+impl ByteOrder {
+    /// The byte order of the machine running mpiq.
+    pub const fn host() -> Self {
+        if cfg!(target_endian = "big") {
+            ByteOrder::Big
+        } else {
+            ByteOrder::Little
+        }
+    }
+}
+
+/// Sizes of the target's basic C types, in bytes (the five fields every
+/// MQD library's `mqs_target_type_sizes` has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TypeSizes {
+    /// `sizeof(short)`
+    pub short: i32,
+    /// `sizeof(int)`
+    pub int: i32,
+    /// `sizeof(long)`
+    pub long: i32,
+    /// `sizeof(long long)`
+    pub long_long: i32,
+    /// `sizeof(void *)`
+    pub pointer: i32,
+}
+
+impl TypeSizes {
+    /// The sizes of an LP64 target (Linux on x86_64, aarch64, ...).
+    pub const LP64: TypeSizes = TypeSizes {
+        short: 2,
+        int: 4,
+        long: 8,
+        long_long: 8,
+        pointer: 8,
+    };
+}
+
+/// What a front end says about the process it reads, for display.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessDescription {
+    /// Process id, when known (a core file may not say).
+    pub pid: Option<u32>,
+    /// Path of the main executable, as the host knows it.
+    pub executable: String,
+}
+
+/// Why the front end could not answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TargetError {
+    /// The memory is not readable (not mapped, not in the core file, ...).
+    #[error("cannot read {len} bytes of target memory at {addr:#x}: {reason}")]
+    Unreadable {
+        /// Start of the range.
+        addr: u64,
+        /// Length of the range.
+        len: u64,
+        /// What the host said.
+        reason: String,
+    },
+    /// The user interrupted the dump (Ctrl-C); stop as soon as possible.
+    #[error("interrupted")]
+    Interrupted,
+    /// The host debugger or OS failed for another reason.
+    #[error("{0}")]
+    Host(String),
+}
+
+/// Access to one target process (live or a core file).
+///
+/// Lookups return `Ok(None)` for "does not exist" and `Err` only when the host
+/// failed to answer. Addresses are runtime (load) addresses; symbol, function
+/// and type lookups search every object loaded in the process.
+pub trait Target {
+    /// Which process this is.
+    fn describe(&self) -> ProcessDescription;
+    /// Fill `buf` with target memory starting at `addr`, or fail as a whole.
+    fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError>;
+    /// Runtime address of a data symbol (with or without debug info).
+    fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError>;
+    /// Runtime address of a function. Debug libraries also call this only to
+    /// make the host load a compilation unit's types.
+    fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError>;
+    /// A type by name: a plain name, `struct X`, or a typedef name.
+    fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError>;
+    /// Byte offset of a field of a struct or union type (typedefs resolved),
+    /// `None` if it has no such field.
+    fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError>;
+    /// `sizeof` a type, `None` if it has no size (incomplete).
+    fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError>;
+    /// Sizes of the basic C types.
+    fn type_sizes(&mut self) -> Result<TypeSizes, TargetError>;
+    /// Byte order of the target.
+    fn byte_order(&mut self) -> ByteOrder;
+    /// Rank in `MPI_COMM_WORLD`, if the front end knows it (for example from
+    /// the starter's `MPIR_proctable`). `None` lets the bridge work it out.
+    fn world_rank(&mut self) -> Option<i32> {
+        None
+    }
+}
