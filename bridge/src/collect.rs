@@ -319,12 +319,11 @@ fn read_queue(dll: &Dll, s: &mut Session<'_>, kind: QueueKind, comm: &Communicat
     // SAFETY: live process handle.
     let rc = unsafe { (e.setup_operation_iterator)(process, op_class) };
     if rc != mqs_ok {
-        let why = if rc == mqs_no_information {
-            "this MPI's debug library does not provide it".to_string()
+        return Queue::unavailable(if rc == mqs_no_information {
+            "not available from this MPI's debug library (it does not implement this queue)".to_string()
         } else {
-            describe(dll, s, rc)
-        };
-        return Queue::unavailable(format!("not available from this MPI's debug library: {why}"));
+            format!("not available from this MPI's debug library: {}", describe(dll, s, rc))
+        });
     }
     let mut queue = Queue::available(Vec::new());
     loop {

@@ -164,7 +164,7 @@ pub fn load(path: &Path) -> Result<&'static Dll, DllError> {
         path: shown.clone(),
         reason: e.to_string(),
     })?;
-    let dll = bind(lib, canonical.clone(), &shown)?;
+    let dll = bind(lib, path.to_path_buf(), &shown)?;
     let dll: &'static Dll = Box::leak(Box::new(dll));
     map.insert(canonical, dll);
     Ok(dll)

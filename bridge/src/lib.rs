@@ -21,6 +21,8 @@
 
 /// The per-dump page cache in front of the host's memory reads.
 pub mod cache;
+/// Cross-rank analysis of a whole job: matching, wait-for graph, deadlocks.
+pub mod analysis;
 /// The public C API (`include/mpiq.h`) over callback tables.
 pub mod capi;
 /// Collecting one process's queues through a loaded debug library.

@@ -115,7 +115,8 @@ pub struct Communicator {
     /// World rank of each local rank, when known.
     pub world_ranks: Option<Vec<Option<i64>>>,
     /// How `world_ranks` was learnt: "library" (`mqs_get_comm_group`),
-    /// "world" (it is `MPI_COMM_WORLD`), "inferred" (across ranks).
+    /// "world" (it is `MPI_COMM_WORLD`), "self" (`MPI_COMM_SELF`),
+    /// "inferred" (across ranks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub world_ranks_source: Option<String>,
     /// The three queues.

@@ -46,7 +46,8 @@ pub(crate) fn communicator(raw: &mqs_communicator, group: Option<Vec<i64>>) -> C
             Some(g.into_iter().map(|r| (r >= 0).then_some(r)).collect()),
             Some("library"),
         ),
-        (None, Some(n)) if name == "MPI_COMM_WORLD" => (Some((0..n).map(Some).collect()), Some("world")),
+        // MPICH's internal duplicate of MPI_COMM_WORLD has the same group.
+        (None, Some(n)) if name == "MPI_COMM_WORLD" || name == "MPI_ICOMM_WORLD" => (Some((0..n).map(Some).collect()), Some("world")),
         _ => (None, None),
     };
     let id = raw.unique_id;
@@ -145,6 +146,15 @@ pub(crate) fn finish(snap: &mut ProcessSnapshot) {
             .find(|c| c.name == "MPI_COMM_WORLD")
             .and_then(|c| c.local_rank)
             .and_then(|r| i32::try_from(r).ok());
+    }
+    // MPI_COMM_SELF holds only this process.
+    if let Some(me) = snap.world_rank {
+        for c in &mut snap.communicators {
+            if c.name == "MPI_COMM_SELF" && c.world_ranks.is_none() && c.size == Some(1) {
+                c.world_ranks = Some(vec![Some(i64::from(me))]);
+                c.world_ranks_source = Some("self".into());
+            }
+        }
     }
 }
 

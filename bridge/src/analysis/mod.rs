@@ -1,0 +1,1 @@
+//! Cross-rank analysis of a whole-job snapshot (being written).
