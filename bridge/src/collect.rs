@@ -126,7 +126,7 @@ fn find_dll(
     }
     let mut refusals = Vec::new();
     for c in &found.candidates {
-        match dll::load(&c.path) {
+        match dll::check_trusted(&c.path).and_then(|()| dll::load(&c.path)) {
             Ok(d) => {
                 snap.messages.extend(refusals);
                 snap.dll = Some(dll_info(d, c.source));

@@ -19,10 +19,10 @@
 #![deny(unsafe_op_in_unsafe_fn, improper_ctypes, improper_ctypes_definitions)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-/// The per-dump page cache in front of the host's memory reads.
-pub mod cache;
 /// Cross-rank analysis of a whole job: matching, wait-for graph, deadlocks.
 pub mod analysis;
+/// The per-dump page cache in front of the host's memory reads.
+pub mod cache;
 /// The public C API (`include/mpiq.h`) over callback tables.
 pub mod capi;
 /// Collecting one process's queues through a loaded debug library.

@@ -47,7 +47,9 @@ pub(crate) fn communicator(raw: &mqs_communicator, group: Option<Vec<i64>>) -> C
             Some("library"),
         ),
         // MPICH's internal duplicate of MPI_COMM_WORLD has the same group.
-        (None, Some(n)) if name == "MPI_COMM_WORLD" || name == "MPI_ICOMM_WORLD" => (Some((0..n).map(Some).collect()), Some("world")),
+        (None, Some(n)) if name == "MPI_COMM_WORLD" || name == "MPI_ICOMM_WORLD" => {
+            (Some((0..n).map(Some).collect()), Some("world"))
+        }
         _ => (None, None),
     };
     let id = raw.unique_id;
