@@ -226,8 +226,8 @@ fn dump_inner(targets: &[&mpiq_target], args: &str) -> (c_int, String) {
     let mut refs: Vec<&mut dyn Target> = adapters.iter_mut().map(|a| a as &mut dyn Target).collect();
     match collect_all(&mut refs, &opts) {
         Ok(snapshot) => (DUMP_OK, render(&snapshot, &opts)),
-        Err(e @ DumpError::AllFailed(_)) => (DUMP_FAILED, e.to_string()),
-        Err(e) => (DUMP_INTERRUPTED, e.to_string()),
+        Err(e @ DumpError::Interrupted) => (DUMP_INTERRUPTED, e.to_string()),
+        Err(e) => (DUMP_FAILED, e.to_string()),
     }
 }
 

@@ -35,6 +35,8 @@ pub mod dll;
 pub mod ffi;
 /// The arguments of the queue commands.
 pub mod options;
+/// Recording a dump's answers and replaying them offline.
+pub mod record;
 /// The snapshot model and its renderers.
 pub mod snapshot;
 /// The trait front ends implement to give access to a target.
@@ -56,6 +58,9 @@ pub enum DumpError {
     /// The user interrupted the dump.
     #[error("interrupted: the message queue dump was stopped")]
     Interrupted,
+    /// `--record FILE` could not be written.
+    #[error("{0}")]
+    Record(String),
 }
 
 /// Collects every target and renders the result as the options ask.
@@ -70,9 +75,25 @@ pub fn dump(targets: &mut [&mut dyn Target], opts: &DumpOptions) -> Result<Strin
 /// Collects every target into one snapshot (see [`dump`] for the errors).
 pub fn collect_all(targets: &mut [&mut dyn Target], opts: &DumpOptions) -> Result<Snapshot, DumpError> {
     let mut snapshot = Snapshot::default();
+    let mut recordings = Vec::new();
     for target in targets.iter_mut() {
-        let process = collect(&mut **target, opts).map_err(|_| DumpError::Interrupted)?;
-        snapshot.processes.push(process);
+        let process = if opts.record.is_some() {
+            let mut recorder = record::Recorder::new(&mut **target);
+            let p = collect(&mut recorder, opts);
+            recordings.push(recorder.finish());
+            p
+        } else {
+            collect(&mut **target, opts)
+        };
+        snapshot.processes.push(process.map_err(|_| DumpError::Interrupted)?);
+    }
+    if let Some(path) = &opts.record {
+        let file = record::RecordingFile {
+            schema: record::RECORDING_SCHEMA.to_string(),
+            mpiq_version: env!("CARGO_PKG_VERSION").to_string(),
+            processes: recordings,
+        };
+        file.save(path).map_err(|e| DumpError::Record(e.to_string()))?;
     }
     if !snapshot.processes.is_empty() && snapshot.processes.iter().all(|p| p.error.is_some()) {
         let lines: Vec<String> = snapshot

@@ -29,6 +29,8 @@ pub struct DumpOptions {
     pub dll: Option<PathBuf>,
     /// Add per-process counters (`stats`) to the snapshot.
     pub stats: bool,
+    /// Record every answer the targets give into this file (`mpiq replay` reads it).
+    pub record: Option<PathBuf>,
 }
 
 /// A bad argument.
@@ -49,6 +51,7 @@ Options:
   --queue Q       only queue Q: sends, receives or unexpected (repeatable)
   --dll FILE      use this debug library instead of the one the target names
   --stats         add counters (library reads, host reads, time) per process
+  --record FILE   save everything the debug library read, for `mpiq replay FILE`
 ";
 
 impl DumpOptions {
@@ -73,6 +76,7 @@ impl DumpOptions {
                 "--stats" => opts.stats = true,
                 "--comm" => opts.comm = Some(value("--comm")?),
                 "--dll" => opts.dll = Some(PathBuf::from(value("--dll")?)),
+                "--record" => opts.record = Some(PathBuf::from(value("--record")?)),
                 "--queue" => {
                     let v = value("--queue")?;
                     for part in v.split(',') {

@@ -1,0 +1,461 @@
+//! Recording every answer a target gives during a dump, and replaying a
+//! recording as a target: the same debug library then reproduces the same
+//! snapshot offline, with no process (bug reports, fast tests, benchmarks).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+
+/// The schema name of a recording file.
+pub const RECORDING_SCHEMA: &str = "mpiq.recording/1";
+
+/// A recording file: one entry per process of the dump.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordingFile {
+    /// Always [`RECORDING_SCHEMA`].
+    pub schema: String,
+    /// mpiq version that wrote it.
+    pub mpiq_version: String,
+    /// One recording per process.
+    pub processes: Vec<Recording>,
+}
+
+/// A memory read and its answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryRead {
+    /// Start address.
+    pub addr: u64,
+    /// The bytes, in hex; absent when the read failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hex: Option<String>,
+    /// Length (needed when the read failed).
+    pub len: u64,
+    /// Why the read failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Everything one process answered.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recording {
+    /// `Target::describe`.
+    pub process: ProcessDescription,
+    /// `Target::byte_order` (little when never asked).
+    pub big_endian: bool,
+    /// `Target::type_sizes`.
+    pub type_sizes: Option<TypeSizes>,
+    /// `Target::world_rank`.
+    pub world_rank: Option<i32>,
+    /// `find_symbol` answers (`null`: not found).
+    pub symbols: BTreeMap<String, Option<u64>>,
+    /// `find_function` answers.
+    pub functions: BTreeMap<String, Option<u64>>,
+    /// `find_type` answers (the host's type ids).
+    pub types: BTreeMap<String, Option<u64>>,
+    /// `field_offset` answers, keyed `"<type id>.<field>"`.
+    pub fields: BTreeMap<String, Option<u64>>,
+    /// `size_of` answers, keyed by type id.
+    pub sizes: BTreeMap<u64, Option<u64>>,
+    /// Memory reads in address order (the page cache makes them mostly pages).
+    pub memory: Vec<MemoryRead>,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    b.chunks(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
+}
+
+/// A target that passes every call to another and records the answers.
+pub struct Recorder<'a> {
+    inner: &'a mut dyn Target,
+    rec: Recording,
+    reads: BTreeMap<(u64, u64), MemoryRead>,
+}
+
+impl<'a> Recorder<'a> {
+    /// Records what `inner` answers.
+    pub fn new(inner: &'a mut dyn Target) -> Self {
+        let process = inner.describe();
+        Recorder {
+            inner,
+            rec: Recording {
+                process,
+                ..Recording::default()
+            },
+            reads: BTreeMap::new(),
+        }
+    }
+
+    /// The recording so far.
+    pub fn finish(mut self) -> Recording {
+        self.rec.memory = self.reads.into_values().collect();
+        self.rec
+    }
+}
+
+impl Target for Recorder<'_> {
+    fn describe(&self) -> ProcessDescription {
+        self.inner.describe()
+    }
+
+    fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+        let r = self.inner.read_memory(addr, buf);
+        let len = buf.len() as u64;
+        match &r {
+            Ok(()) => {
+                self.reads.insert(
+                    (addr, len),
+                    MemoryRead {
+                        addr,
+                        hex: Some(hex(buf)),
+                        len,
+                        error: None,
+                    },
+                );
+            }
+            Err(TargetError::Interrupted) => {}
+            Err(e) => {
+                self.reads.insert(
+                    (addr, len),
+                    MemoryRead {
+                        addr,
+                        hex: None,
+                        len,
+                        error: Some(e.to_string()),
+                    },
+                );
+            }
+        }
+        r
+    }
+
+    fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
+        let r = self.inner.find_symbol(name)?;
+        self.rec.symbols.insert(name.to_string(), r);
+        Ok(r)
+    }
+
+    fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
+        let r = self.inner.find_function(name)?;
+        self.rec.functions.insert(name.to_string(), r);
+        Ok(r)
+    }
+
+    fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
+        let r = self.inner.find_type(name)?;
+        self.rec.types.insert(name.to_string(), r.map(|t| t.0));
+        Ok(r)
+    }
+
+    fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
+        let r = self.inner.field_offset(ty, field)?;
+        self.rec.fields.insert(format!("{}.{field}", ty.0), r);
+        Ok(r)
+    }
+
+    fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
+        let r = self.inner.size_of(ty)?;
+        self.rec.sizes.insert(ty.0, r);
+        Ok(r)
+    }
+
+    fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
+        let r = self.inner.type_sizes()?;
+        self.rec.type_sizes = Some(r);
+        Ok(r)
+    }
+
+    fn byte_order(&mut self) -> ByteOrder {
+        let r = self.inner.byte_order();
+        self.rec.big_endian = r == ByteOrder::Big;
+        r
+    }
+
+    fn world_rank(&mut self) -> Option<i32> {
+        let r = self.inner.world_rank();
+        self.rec.world_rank = r;
+        r
+    }
+}
+
+/// A target that answers from a recording; a question the recording lacks
+/// is an error naming it.
+pub struct Replay {
+    rec: Recording,
+    /// Successful reads by start address: (end, bytes).
+    data: BTreeMap<u64, (u64, Vec<u8>)>,
+    /// Failed reads: (addr, len) -> reason.
+    failed: BTreeMap<(u64, u64), String>,
+}
+
+/// Why a recording could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordingError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The file is not a recording of a version this mpiq reads.
+    #[error("{path} is not an mpiq recording ({RECORDING_SCHEMA}): {reason}")]
+    Format {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl RecordingFile {
+    /// Reads and checks a recording file.
+    pub fn load(path: &Path) -> Result<Self, RecordingError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| RecordingError::Io {
+            path: shown.clone(),
+            source,
+        })?;
+        let file: RecordingFile = serde_json::from_str(&text).map_err(|e| RecordingError::Format {
+            path: shown.clone(),
+            reason: e.to_string(),
+        })?;
+        if file.schema != RECORDING_SCHEMA {
+            return Err(RecordingError::Format {
+                path: shown,
+                reason: format!("its schema is '{}'", file.schema),
+            });
+        }
+        Ok(file)
+    }
+
+    /// Writes the file (compact JSON).
+    pub fn save(&self, path: &Path) -> Result<(), RecordingError> {
+        let text = serde_json::to_string(self).map_err(|e| RecordingError::Format {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        std::fs::write(path, text).map_err(|source| RecordingError::Io {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+}
+
+impl Replay {
+    /// A target over one process's recording.
+    pub fn new(rec: Recording) -> Result<Self, String> {
+        let mut data = BTreeMap::new();
+        let mut failed = BTreeMap::new();
+        for m in &rec.memory {
+            match (&m.hex, &m.error) {
+                (Some(h), _) => {
+                    let bytes = unhex(h).ok_or_else(|| format!("bad hex in the read at {:#x}", m.addr))?;
+                    data.insert(m.addr, (m.addr + bytes.len() as u64, bytes));
+                }
+                (None, e) => {
+                    failed.insert((m.addr, m.len), e.clone().unwrap_or_default());
+                }
+            }
+        }
+        Ok(Replay { rec, data, failed })
+    }
+
+    fn missing(what: String) -> TargetError {
+        TargetError::Host(format!("the recording has no answer for {what}"))
+    }
+}
+
+impl Target for Replay {
+    fn describe(&self) -> ProcessDescription {
+        self.rec.process.clone()
+    }
+
+    fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+        let len = buf.len() as u64;
+        if let Some(reason) = self.failed.get(&(addr, len)) {
+            return Err(TargetError::Unreadable {
+                addr,
+                len,
+                reason: reason.clone(),
+            });
+        }
+        if let Some((&start, (end, bytes))) = self.data.range(..=addr).next_back() {
+            if addr + len <= *end {
+                let off = (addr - start) as usize;
+                buf.copy_from_slice(&bytes[off..off + buf.len()]);
+                return Ok(());
+            }
+        }
+        Err(Self::missing(format!("a read of {len} bytes at {addr:#x}")))
+    }
+
+    fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
+        self.rec
+            .symbols
+            .get(name)
+            .copied()
+            .ok_or_else(|| Self::missing(format!("find_symbol({name})")))
+    }
+
+    fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
+        self.rec
+            .functions
+            .get(name)
+            .copied()
+            .ok_or_else(|| Self::missing(format!("find_function({name})")))
+    }
+
+    fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
+        self.rec
+            .types
+            .get(name)
+            .map(|t| t.map(TypeId))
+            .ok_or_else(|| Self::missing(format!("find_type({name})")))
+    }
+
+    fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
+        self.rec
+            .fields
+            .get(&format!("{}.{field}", ty.0))
+            .copied()
+            .ok_or_else(|| Self::missing(format!("field_offset(type {}, {field})", ty.0)))
+    }
+
+    fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
+        self.rec
+            .sizes
+            .get(&ty.0)
+            .copied()
+            .ok_or_else(|| Self::missing(format!("size_of(type {})", ty.0)))
+    }
+
+    fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
+        self.rec
+            .type_sizes
+            .ok_or_else(|| Self::missing("type_sizes()".to_string()))
+    }
+
+    fn byte_order(&mut self) -> ByteOrder {
+        if self.rec.big_endian {
+            ByteOrder::Big
+        } else {
+            ByteOrder::Little
+        }
+    }
+
+    fn world_rank(&mut self) -> Option<i32> {
+        self.rec.world_rank
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Small;
+    impl Target for Small {
+        fn describe(&self) -> ProcessDescription {
+            ProcessDescription {
+                pid: Some(9),
+                executable: "/x".into(),
+            }
+        }
+        fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+            if addr >= 0x2000 {
+                return Err(TargetError::Unreadable {
+                    addr,
+                    len: buf.len() as u64,
+                    reason: "gone".into(),
+                });
+            }
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = (addr as usize + i) as u8;
+            }
+            Ok(())
+        }
+        fn find_symbol(&mut self, n: &str) -> Result<Option<u64>, TargetError> {
+            Ok((n == "a").then_some(0x10))
+        }
+        fn find_function(&mut self, _: &str) -> Result<Option<u64>, TargetError> {
+            Ok(None)
+        }
+        fn find_type(&mut self, n: &str) -> Result<Option<TypeId>, TargetError> {
+            Ok((n == "T").then_some(TypeId(4)))
+        }
+        fn field_offset(&mut self, _: TypeId, f: &str) -> Result<Option<u64>, TargetError> {
+            Ok((f == "x").then_some(8))
+        }
+        fn size_of(&mut self, _: TypeId) -> Result<Option<u64>, TargetError> {
+            Ok(Some(16))
+        }
+        fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
+            Ok(TypeSizes::LP64)
+        }
+        fn byte_order(&mut self) -> ByteOrder {
+            ByteOrder::Little
+        }
+    }
+
+    #[test]
+    fn replay_answers_what_was_recorded_and_names_what_was_not() {
+        let mut small = Small;
+        let mut rec = Recorder::new(&mut small);
+        let mut page = [0u8; 64];
+        rec.read_memory(0x1000, &mut page).unwrap();
+        assert!(rec.read_memory(0x3000, &mut [0u8; 8]).is_err());
+        assert_eq!(rec.find_symbol("a").unwrap(), Some(0x10));
+        assert_eq!(rec.find_symbol("b").unwrap(), None);
+        let t = rec.find_type("T").unwrap().unwrap();
+        assert_eq!(rec.field_offset(t, "x").unwrap(), Some(8));
+        assert_eq!(rec.size_of(t).unwrap(), Some(16));
+        rec.type_sizes().unwrap();
+        let file = RecordingFile {
+            schema: RECORDING_SCHEMA.into(),
+            mpiq_version: "test".into(),
+            processes: vec![rec.finish()],
+        };
+        let text = serde_json::to_string(&file).unwrap();
+        let back: RecordingFile = serde_json::from_str(&text).unwrap();
+        let mut replay = Replay::new(back.processes[0].clone()).unwrap();
+        let mut part = [0u8; 8];
+        replay.read_memory(0x1008, &mut part).unwrap();
+        assert_eq!(part, [8, 9, 10, 11, 12, 13, 14, 15]);
+        assert!(matches!(
+            replay.read_memory(0x3000, &mut [0u8; 8]),
+            Err(TargetError::Unreadable { .. })
+        ));
+        let e = replay.read_memory(0x1100, &mut part).unwrap_err();
+        assert!(
+            e.to_string().contains("no answer for a read of 8 bytes at 0x1100"),
+            "{e}"
+        );
+        assert_eq!(replay.find_symbol("b").unwrap(), None);
+        assert!(replay
+            .find_symbol("c")
+            .unwrap_err()
+            .to_string()
+            .contains("find_symbol(c)"));
+        assert_eq!(replay.field_offset(TypeId(4), "x").unwrap(), Some(8));
+        assert_eq!(replay.describe().pid, Some(9));
+    }
+}
