@@ -5,6 +5,7 @@
 #![allow(non_upper_case_globals)] // the mqs_* constants keep the header's names
 
 use std::ffi::{c_char, c_int};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::discover::{discover, Discovery};
@@ -29,6 +30,11 @@ pub const MAX_OPERATIONS: usize = 1_000_000;
 
 /// Collects one process. Failures are recorded in the snapshot; only an
 /// interruption is an error.
+///
+/// The debug library runs in a helper process (`mpiq-dllhost`, see
+/// [`crate::isolate`]) unless `opts.in_process` is set or no helper is
+/// installed: a crash or hang in the library then cannot take the debugger
+/// down with it.
 pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSnapshot, Interrupted> {
     let start = Instant::now();
     let desc = target.describe();
@@ -43,25 +49,107 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
         communicators: Vec::new(),
         stats: None,
     };
+    let candidates = match candidates(target, opts, &mut snap)? {
+        Some(c) => c,
+        None => return Ok(snap),
+    };
+    let host = if opts.in_process {
+        None
+    } else {
+        crate::isolate::dllhost_path()
+    };
+    if !opts.in_process && host.is_none() {
+        snap.messages
+            .push("mpiq-dllhost was not found next to mpiq: the debug library runs inside this process".into());
+    }
+    let mut refusals = Vec::new();
+    for (path, source) in candidates {
+        let attempt = match &host {
+            Some(h) => crate::isolate::run(h, target, &path, source, opts, known_rank),
+            None => run_dll(target, &path, source, opts, known_rank),
+        };
+        match attempt {
+            Ok(part) => {
+                snap.messages.append(&mut refusals);
+                merge(&mut snap, part);
+                if snap.world_rank.is_none() {
+                    normalize::finish(&mut snap);
+                }
+                if let Some(stats) = snap.stats.as_mut() {
+                    stats.elapsed_us = start.elapsed().as_micros() as u64;
+                }
+                return Ok(snap);
+            }
+            Err(Attempt::Interrupted) => return Err(Interrupted),
+            Err(Attempt::Refused(why)) if source == DllSource::User => {
+                snap.error = Some(format!("{why} (named with --dll)"));
+                return Ok(snap);
+            }
+            Err(Attempt::Refused(why)) => refusals.push(format!("{} ({}): {why}", path.display(), source.as_str())),
+        }
+    }
+    snap.error = Some(format!(
+        "no usable message queue debug library: {}; name one with --dll FILE",
+        refusals.join("; ")
+    ));
+    Ok(snap)
+}
+
+/// Copies what running the library learnt into the process snapshot.
+fn merge(snap: &mut ProcessSnapshot, part: ProcessSnapshot) {
+    snap.dll = part.dll;
+    snap.error = part.error;
+    snap.messages.extend(part.messages);
+    snap.communicators = part.communicators;
+    snap.stats = part.stats;
+    if snap.world_rank.is_none() {
+        snap.world_rank = part.world_rank;
+    }
+}
+
+/// Why one library could not be used.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Attempt {
+    /// Not loaded: the reason (the next candidate is tried).
+    Refused(String),
+    /// The user interrupted the dump.
+    Interrupted,
+}
+
+/// Loads the library at `path` here, in this process, and dumps the target
+/// through it. The result holds `dll`, `error`, `messages`, `communicators`,
+/// `world_rank` and, with `--stats`, `stats`.
+pub fn run_dll(
+    target: &mut dyn Target,
+    path: &std::path::Path,
+    source: DllSource,
+    opts: &DumpOptions,
+    known_rank: Option<i32>,
+) -> Result<ProcessSnapshot, Attempt> {
+    let dll = dll::load(path).map_err(|e| Attempt::Refused(e.to_string()))?;
+    let desc = target.describe();
     let image_name = if desc.executable.is_empty() {
         "the process".to_string()
     } else {
         desc.executable.clone()
     };
-
-    let dll = match find_dll(target, opts, &mut snap)? {
-        Some(d) => d,
-        None => return Ok(snap),
+    let mut snap = ProcessSnapshot {
+        pid: desc.pid,
+        world_rank: known_rank,
+        executable: desc.executable,
+        dll: Some(dll_info(dll, path, source)),
+        error: None,
+        messages: Vec::new(),
+        communicators: Vec::new(),
+        stats: None,
     };
-
     // Everything from here runs the library: one dump at a time.
     let _guard = dll.lock.lock().unwrap_or_else(|p| p.into_inner());
     let mut session = Session::new(target, known_rank);
     let result = run_library(dll, &mut session, &image_name, &mut snap);
     teardown(dll, &mut session);
-
     if session.interrupted {
-        return Err(Interrupted);
+        return Err(Attempt::Interrupted);
     }
     if let Err(e) = result {
         snap.error = Some(e);
@@ -75,29 +163,21 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
             fetch_calls: session.fetch_calls,
             host_reads: session.cache.stats.host_reads,
             host_read_bytes: session.cache.stats.host_bytes,
-            elapsed_us: start.elapsed().as_micros() as u64,
+            elapsed_us: 0,
         });
     }
     Ok(snap)
 }
 
-/// Picks and loads the library; records why when there is none.
-fn find_dll(
+/// The libraries to try, in order; `None` when there is none (the reason is
+/// then in `snap.error`).
+fn candidates(
     target: &mut dyn Target,
     opts: &DumpOptions,
     snap: &mut ProcessSnapshot,
-) -> Result<Option<&'static Dll>, Interrupted> {
+) -> Result<Option<Vec<(PathBuf, DllSource)>>, Interrupted> {
     if let Some(path) = &opts.dll {
-        return Ok(match dll::load(path) {
-            Ok(d) => {
-                snap.dll = Some(dll_info(d, DllSource::User));
-                Some(d)
-            }
-            Err(e) => {
-                snap.error = Some(format!("{e} (named with --dll)"));
-                None
-            }
-        });
+        return Ok(Some(vec![(path.clone(), DllSource::User)]));
     }
     let found: Discovery = match discover(target) {
         Ok(d) => d,
@@ -124,33 +204,31 @@ fn find_dll(
         );
         return Ok(None);
     }
+    let mut list = Vec::new();
     let mut refusals = Vec::new();
-    for c in &found.candidates {
-        match dll::check_trusted(&c.path).and_then(|()| dll::load(&c.path)) {
-            Ok(d) => {
-                snap.messages.extend(refusals);
-                snap.dll = Some(dll_info(d, c.source));
-                return Ok(Some(d));
-            }
-            Err(e) => refusals.push(format!("{} ({}): {e}", c.path.display(), c.source.as_str())),
+    for c in found.candidates {
+        match dll::check_trusted(&c.path) {
+            Ok(()) => list.push((c.path, c.source)),
+            Err(e) => refusals.push(e.to_string()),
         }
     }
-    snap.error = Some(if refusals.is_empty() {
-        "the MPI library in this process names no message queue debug library \
-         (MPIR_dll_name is empty or unreadable); name one with --dll FILE"
-            .to_string()
-    } else {
-        format!(
-            "no usable message queue debug library: {}; name one with --dll FILE",
+    if list.is_empty() {
+        snap.error = Some(if refusals.is_empty() {
+            "the MPI library in this process names no message queue debug library \
+             (MPIR_dll_name is empty or unreadable); name one with --dll FILE"
+                .to_string()
+        } else {
             refusals.join("; ")
-        )
-    });
-    Ok(None)
+        });
+        return Ok(None);
+    }
+    snap.messages.extend(refusals);
+    Ok(Some(list))
 }
 
-fn dll_info(d: &Dll, source: DllSource) -> DllInfo {
+fn dll_info(d: &Dll, path: &std::path::Path, source: DllSource) -> DllInfo {
     DllInfo {
-        path: d.path().display().to_string(),
+        path: path.display().to_string(),
         version: d.version().to_string(),
         found_via: source,
     }

@@ -33,6 +33,8 @@ pub mod discover;
 pub mod dll;
 /// The raw mqs ABI and the `extern "C"` trampolines.
 pub mod ffi;
+/// Running the debug library in the helper process `mpiq-dllhost`.
+pub mod isolate;
 /// The arguments of the queue commands.
 pub mod options;
 /// Recording a dump's answers and replaying them offline.

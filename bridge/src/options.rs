@@ -31,6 +31,10 @@ pub struct DumpOptions {
     pub stats: bool,
     /// Record every answer the targets give into this file (`mpiq replay` reads it).
     pub record: Option<PathBuf>,
+    /// Run the debug library inside this process instead of `mpiq-dllhost`.
+    pub in_process: bool,
+    /// How long the debug library may go without answering, in milliseconds.
+    pub timeout_ms: Option<u64>,
 }
 
 /// A bad argument.
@@ -52,6 +56,9 @@ Options:
   --dll FILE      use this debug library instead of the one the target names
   --stats         add counters (library reads, host reads, time) per process
   --record FILE   save everything the debug library read, for `mpiq replay FILE`
+  --in-process    run the debug library inside this process (default: in the
+                  helper mpiq-dllhost, so that a crash cannot take this one down)
+  --timeout SECS  give up when the debug library is silent this long (default 10)
 ";
 
 impl DumpOptions {
@@ -74,6 +81,18 @@ impl DumpOptions {
                 "--json" => opts.format = Format::Json,
                 "--all" => opts.all = true,
                 "--stats" => opts.stats = true,
+                "--in-process" => opts.in_process = true,
+                "--timeout" => {
+                    let v = value("--timeout")?;
+                    match v.parse::<f64>() {
+                        Ok(t) if t > 0.0 && t < 1e9 => opts.timeout_ms = Some((t * 1000.0).ceil() as u64),
+                        _ => {
+                            return Err(UsageError(format!(
+                                "--timeout needs a positive number of seconds, not '{v}'"
+                            )))
+                        }
+                    }
+                }
                 "--comm" => opts.comm = Some(value("--comm")?),
                 "--dll" => opts.dll = Some(PathBuf::from(value("--dll")?)),
                 "--record" => opts.record = Some(PathBuf::from(value("--record")?)),

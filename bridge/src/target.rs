@@ -69,7 +69,7 @@ pub struct ProcessDescription {
 }
 
 /// Why the front end could not answer.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum TargetError {
     /// The memory is not readable (not mapped, not in the core file, ...).

@@ -1,0 +1,488 @@
+//! Running the debug library in a helper process, `mpiq-dllhost`.
+//!
+//! The front end keeps the target; the helper loads the library and asks
+//! the front end for every answer over a socket, one JSON line per message.
+//! The helper has its own page cache, so a dump costs one round trip per
+//! page, not per `mqs_fetch_data`. If the library crashes, aborts or stops
+//! answering, the helper dies or is killed and the front end reports it;
+//! the debugger carries on.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::collect::{run_dll, Attempt};
+use crate::options::DumpOptions;
+use crate::snapshot::model::{DllInfo, DllSource, ProcessSnapshot};
+use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+
+/// The helper's file name.
+pub const DLLHOST: &str = "mpiq-dllhost";
+/// How long the library may be silent by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the front end tells the helper first.
+#[derive(Debug, Serialize, Deserialize)]
+struct Start {
+    dll: PathBuf,
+    source: DllSource,
+    process: ProcessDescription,
+    big_endian: bool,
+    world_rank: Option<i32>,
+    stats: bool,
+}
+
+/// A question from the helper.
+#[derive(Debug, Serialize, Deserialize)]
+enum Query {
+    Read { addr: u64, len: u64 },
+    Symbol(String),
+    Function(String),
+    Type(String),
+    Field { ty: u64, field: String },
+    Size(u64),
+    TypeSizes,
+}
+
+/// The front end's answer.
+#[derive(Debug, Serialize, Deserialize)]
+enum Answer {
+    Bytes(String),
+    Value(Option<u64>),
+    Sizes(TypeSizes),
+    Failed(TargetError),
+}
+
+/// A message from the helper.
+#[derive(Debug, Serialize, Deserialize)]
+enum FromHost {
+    Query(Query),
+    Done(Result<ProcessSnapshot, Attempt>),
+}
+
+/// Where `mpiq-dllhost` is: `$MPIQ_DLLHOST`, else next to the executable or
+/// shared library this code is in (or one directory up, for test binaries
+/// in `target/*/deps`).
+pub fn dllhost_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("MPIQ_DLLHOST") {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let here = containing_object()?;
+    let dir = here.parent()?;
+    [dir.join(DLLHOST), dir.parent()?.join(DLLHOST)]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+/// The file of the object (executable or shared library) holding this code.
+fn containing_object() -> Option<PathBuf> {
+    // SAFETY: dladdr only reads the address and fills `info`; the function
+    // pointer is a valid address inside this object.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let ok = unsafe { libc::dladdr(dllhost_path as *const libc::c_void, &mut info) };
+    if ok == 0 || info.dli_fname.is_null() {
+        return std::env::current_exe().ok();
+    }
+    // SAFETY: dli_fname is a NUL-terminated path owned by the loader.
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    let path = PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes()));
+    std::fs::canonicalize(&path).ok().or(Some(path))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str, out: &mut [u8]) -> bool {
+    if s.len() != out.len() * 2 {
+        return false;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        match u8::from_str_radix(&s[2 * i..2 * i + 2], 16) {
+            Ok(v) => *o = v,
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// Reads lines from a socket with a deadline per line.
+struct LineReader {
+    sock: UnixStream,
+    buf: Vec<u8>,
+}
+
+enum ReadLine {
+    Line(String),
+    Eof,
+    TimedOut,
+    Failed(std::io::Error),
+}
+
+impl LineReader {
+    fn next(&mut self, timeout: Duration) -> ReadLine {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(n) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=n).collect();
+                return ReadLine::Line(String::from_utf8_lossy(&line[..n]).into_owned());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return ReadLine::TimedOut;
+            }
+            let mut pfd = libc::pollfd {
+                fd: self.sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = left.as_millis().clamp(1, i32::MAX as u128) as i32;
+            // SAFETY: pfd is a valid pollfd for one descriptor we own.
+            let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+            if rc < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return ReadLine::Failed(e);
+            }
+            if rc == 0 {
+                continue;
+            }
+            let mut chunk = [0u8; 65536];
+            match self.sock.read(&mut chunk) {
+                Ok(0) => return ReadLine::Eof,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return ReadLine::Failed(e),
+            }
+        }
+    }
+}
+
+fn send<T: Serialize>(sock: &mut UnixStream, msg: &T) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    // std's UnixStream sends with MSG_NOSIGNAL: a dead peer is an error, not SIGPIPE.
+    sock.write_all(&line)
+}
+
+fn answer(target: &mut dyn Target, q: Query) -> Answer {
+    let value = |r: Result<Option<u64>, TargetError>| match r {
+        Ok(v) => Answer::Value(v),
+        Err(e) => Answer::Failed(e),
+    };
+    match q {
+        Query::Read { addr, len } => {
+            let Ok(n) = usize::try_from(len) else {
+                return Answer::Failed(TargetError::Host("read too large".into()));
+            };
+            if n > 64 << 20 {
+                return Answer::Failed(TargetError::Host(format!("refusing a {n}-byte read")));
+            }
+            let mut buf = vec![0u8; n];
+            match target.read_memory(addr, &mut buf) {
+                Ok(()) => Answer::Bytes(hex(&buf)),
+                Err(e) => Answer::Failed(e),
+            }
+        }
+        Query::Symbol(n) => value(target.find_symbol(&n)),
+        Query::Function(n) => value(target.find_function(&n)),
+        Query::Type(n) => value(target.find_type(&n).map(|t| t.map(|t| t.0))),
+        Query::Field { ty, field } => value(target.field_offset(TypeId(ty), &field)),
+        Query::Size(ty) => value(target.size_of(TypeId(ty))),
+        Query::TypeSizes => match target.type_sizes() {
+            Ok(s) => Answer::Sizes(s),
+            Err(e) => Answer::Failed(e),
+        },
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGSEGV => "SIGSEGV, a segmentation fault".into(),
+        libc::SIGABRT => "SIGABRT, it called abort()".into(),
+        libc::SIGBUS => "SIGBUS".into(),
+        libc::SIGFPE => "SIGFPE".into(),
+        libc::SIGILL => "SIGILL".into(),
+        libc::SIGKILL => "SIGKILL".into(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// Runs the library at `dll` in a new `mpiq-dllhost` and answers its
+/// questions from `target` until it is done, dies, or is silent too long.
+pub fn run(
+    host: &Path,
+    target: &mut dyn Target,
+    dll: &Path,
+    source: DllSource,
+    opts: &DumpOptions,
+    known_rank: Option<i32>,
+) -> Result<ProcessSnapshot, Attempt> {
+    let timeout = opts.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+    let failed = |target: &mut dyn Target, why: String| {
+        let desc = target.describe();
+        Ok(ProcessSnapshot {
+            pid: desc.pid,
+            world_rank: known_rank,
+            executable: desc.executable,
+            dll: Some(DllInfo {
+                path: dll.display().to_string(),
+                version: String::new(),
+                found_via: source,
+            }),
+            error: Some(why),
+            messages: Vec::new(),
+            communicators: Vec::new(),
+            stats: None,
+        })
+    };
+    let (mut ours, theirs) = match UnixStream::pair() {
+        Ok(p) => p,
+        Err(e) => return failed(target, format!("cannot create a socket for {DLLHOST}: {e}")),
+    };
+    let (stdin, stdout) = match (theirs.try_clone(), theirs.try_clone()) {
+        (Ok(a), Ok(b)) => (OwnedFd::from(a), OwnedFd::from(b)),
+        (Err(e), _) | (_, Err(e)) => return failed(target, format!("cannot set up {DLLHOST}: {e}")),
+    };
+    drop(theirs);
+    let mut child = match Command::new(host)
+        .stdin(Stdio::from(stdin))
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::inherit())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return failed(target, format!("cannot start {}: {e}", host.display())),
+    };
+    let start = Start {
+        dll: dll.to_path_buf(),
+        source,
+        process: target.describe(),
+        big_endian: target.byte_order() == ByteOrder::Big,
+        world_rank: known_rank,
+        stats: opts.stats,
+    };
+    let mut reader = match ours.try_clone() {
+        Ok(s) => LineReader {
+            sock: s,
+            buf: Vec::new(),
+        },
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return failed(target, format!("cannot set up {DLLHOST}: {e}"));
+        }
+    };
+    let mut outcome = None;
+    if send(&mut ours, &start).is_ok() {
+        loop {
+            match reader.next(timeout) {
+                ReadLine::Line(line) => match serde_json::from_str::<FromHost>(&line) {
+                    Ok(FromHost::Query(q)) => {
+                        let a = answer(target, q);
+                        if send(&mut ours, &a).is_err() {
+                            break;
+                        }
+                    }
+                    Ok(FromHost::Done(r)) => {
+                        outcome = Some(r);
+                        break;
+                    }
+                    Err(e) => {
+                        outcome = Some(failed(
+                            target,
+                            format!("{DLLHOST} sent a message mpiq cannot read: {e}"),
+                        ));
+                        break;
+                    }
+                },
+                ReadLine::TimedOut => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return failed(
+                        target,
+                        format!(
+                            "the debug library {} did not answer within {:.1} s (stuck in a loop?) and was \
+                             stopped; raise the limit with --timeout SECS",
+                            dll.display(),
+                            timeout.as_secs_f64()
+                        ),
+                    );
+                }
+                ReadLine::Failed(e) => {
+                    let _ = child.kill();
+                    outcome = Some(failed(target, format!("lost contact with {DLLHOST}: {e}")));
+                    break;
+                }
+                ReadLine::Eof => break,
+            }
+        }
+    }
+    drop(ours);
+    drop(reader);
+    if let Some(r) = outcome {
+        let _ = child.wait();
+        return r;
+    }
+    // The helper is gone without finishing: say how it died.
+    let status = child.wait();
+    use std::os::unix::process::ExitStatusExt;
+    let how = match status {
+        Ok(s) => match (s.signal(), s.code()) {
+            (Some(sig), _) => format!("crashed ({})", signal_name(sig)),
+            (None, Some(c)) => format!("made {DLLHOST} exit with status {c}"),
+            _ => "stopped unexpectedly".to_string(),
+        },
+        Err(e) => format!("stopped unexpectedly ({e})"),
+    };
+    failed(
+        target,
+        format!(
+            "the debug library {} {how} while reading the queues; this session is unaffected, and \
+             --in-process would run it inside this process instead",
+            dll.display()
+        ),
+    )
+}
+
+/// The helper's side of the socket: a `Target` that asks the front end.
+struct Remote {
+    reader: BufReader<std::io::Stdin>,
+    out: std::io::Stdout,
+    process: ProcessDescription,
+    order: ByteOrder,
+    rank: Option<i32>,
+    line: String,
+}
+
+impl Remote {
+    fn ask(&mut self, q: Query) -> Result<Answer, TargetError> {
+        let gone = |e: String| TargetError::Host(format!("the debugger side of mpiq went away: {e}"));
+        let mut msg = serde_json::to_vec(&FromHost::Query(q)).map_err(|e| gone(e.to_string()))?;
+        msg.push(b'\n');
+        let mut out = self.out.lock();
+        out.write_all(&msg)
+            .and_then(|()| out.flush())
+            .map_err(|e| gone(e.to_string()))?;
+        self.line.clear();
+        match self.reader.read_line(&mut self.line) {
+            Ok(0) => Err(gone("end of file".into())),
+            Ok(_) => serde_json::from_str(&self.line).map_err(|e| gone(e.to_string())),
+            Err(e) => Err(gone(e.to_string())),
+        }
+    }
+
+    fn value(&mut self, q: Query) -> Result<Option<u64>, TargetError> {
+        match self.ask(q)? {
+            Answer::Value(v) => Ok(v),
+            Answer::Failed(e) => Err(e),
+            other => Err(TargetError::Host(format!("unexpected answer {other:?}"))),
+        }
+    }
+}
+
+impl Target for Remote {
+    fn describe(&self) -> ProcessDescription {
+        self.process.clone()
+    }
+    fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+        match self.ask(Query::Read {
+            addr,
+            len: buf.len() as u64,
+        })? {
+            Answer::Bytes(h) if unhex(&h, buf) => Ok(()),
+            Answer::Failed(e) => Err(e),
+            other => Err(TargetError::Host(format!("unexpected answer to a read: {other:?}"))),
+        }
+    }
+    fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
+        self.value(Query::Symbol(name.into()))
+    }
+    fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
+        self.value(Query::Function(name.into()))
+    }
+    fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
+        Ok(self.value(Query::Type(name.into()))?.map(TypeId))
+    }
+    fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
+        self.value(Query::Field {
+            ty: ty.0,
+            field: field.into(),
+        })
+    }
+    fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
+        self.value(Query::Size(ty.0))
+    }
+    fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
+        match self.ask(Query::TypeSizes)? {
+            Answer::Sizes(s) => Ok(s),
+            Answer::Failed(e) => Err(e),
+            other => Err(TargetError::Host(format!("unexpected answer {other:?}"))),
+        }
+    }
+    fn byte_order(&mut self) -> ByteOrder {
+        self.order
+    }
+    fn world_rank(&mut self) -> Option<i32> {
+        self.rank
+    }
+}
+
+/// `mpiq-dllhost`'s main: reads the start message from standard input,
+/// runs the library, writes the result to standard output. Returns the exit
+/// status.
+pub fn host_main() -> i32 {
+    let mut reader = BufReader::new(std::io::stdin());
+    let mut line = String::new();
+    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+        eprintln!("{DLLHOST}: this is mpiq's helper process for debug libraries; it is started by mpiq");
+        return 2;
+    }
+    let start: Start = match serde_json::from_str(&line) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{DLLHOST}: bad start message: {e}");
+            return 2;
+        }
+    };
+    let mut remote = Remote {
+        reader,
+        out: std::io::stdout(),
+        process: start.process,
+        order: if start.big_endian {
+            ByteOrder::Big
+        } else {
+            ByteOrder::Little
+        },
+        rank: start.world_rank,
+        line: String::new(),
+    };
+    let opts = DumpOptions {
+        stats: start.stats,
+        ..DumpOptions::default()
+    };
+    let result = run_dll(&mut remote, &start.dll, start.source, &opts, start.world_rank);
+    let mut msg = match serde_json::to_vec(&FromHost::Done(result)) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("{DLLHOST}: cannot send the result: {e}");
+            return 1;
+        }
+    };
+    msg.push(b'\n');
+    let mut out = std::io::stdout().lock();
+    if out.write_all(&msg).and_then(|()| out.flush()).is_err() {
+        return 1;
+    }
+    0
+}
