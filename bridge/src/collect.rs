@@ -157,6 +157,13 @@ pub fn run_dll(
     if let Some(internal) = session.internal_error.take() {
         snap.messages.push(internal);
     }
+    if session.limit_hit {
+        snap.messages.push(format!(
+            "stopped after {} callbacks from the debug library: the target's lists may be corrupt; \
+             what was read before is shown",
+            crate::ffi::session::MAX_CALLBACKS
+        ));
+    }
     normalize::finish(&mut snap);
     if opts.stats {
         snap.stats = Some(DumpStats {

@@ -39,6 +39,10 @@ pub(crate) mod code {
     }
 }
 
+/// Most callbacks one dump may make: a corrupt list can send a library round
+/// in circles. Past this every callback fails and the dump says why.
+pub const MAX_CALLBACKS: u64 = 200_000_000;
+
 /// Points a handle back at its session.
 pub(crate) struct Handle {
     pub session: *mut c_void,
@@ -62,6 +66,10 @@ pub(crate) struct Session<'t> {
     pub error: Option<TargetError>,
     /// Set once a callback saw an interruption: every later callback fails.
     pub interrupted: bool,
+    /// Callbacks made so far, against [`MAX_CALLBACKS`].
+    pub callbacks: u64,
+    /// Set once the library made more than [`MAX_CALLBACKS`] callbacks.
+    pub limit_hit: bool,
     /// Set if a callback panicked.
     pub internal_error: Option<String>,
     /// Type handles given out; boxed so their addresses stay put.
@@ -90,6 +98,8 @@ impl<'t> Session<'t> {
             error: None,
             interrupted: false,
             internal_error: None,
+            callbacks: 0,
+            limit_hit: false,
             types: Vec::new(),
             type_index: HashMap::new(),
             fetch_calls: 0,

@@ -59,7 +59,12 @@ fn with_session<R>(handle: *mut c_void, fallback: R, what: &str, f: impl FnOnce(
     // library's state down before dropping the session), and calls are
     // serialized by the library lock, so no other reference is active.
     let session = unsafe { &mut *(handle as *mut Session<'_>) };
-    if session.interrupted {
+    if session.interrupted || session.limit_hit {
+        return fallback;
+    }
+    session.callbacks += 1;
+    if session.callbacks > super::session::MAX_CALLBACKS {
+        session.limit_hit = true;
         return fallback;
     }
     match catch_unwind(AssertUnwindSafe(|| f(session))) {

@@ -125,7 +125,13 @@ pub(crate) fn operation(raw: &mqs_pending_operation, kind: QueueKind, comm: &Com
         any_source,
         tag: (!any_tag).then_some(desired_tag),
         any_tag,
-        length: length(raw.desired_length),
+        // An unexpected message has no user buffer: its length is the
+        // message's (MPICH leaves the desired length uninitialised).
+        length: if kind == QueueKind::Unexpected {
+            length(raw.actual_length)
+        } else {
+            length(raw.desired_length)
+        },
         buffer: format!("{:#x}", raw.buffer),
         system_buffer: raw.system_buffer != 0,
         actual,

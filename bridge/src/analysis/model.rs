@@ -1,0 +1,165 @@
+//! The result of an analysis, as plain serde data (`Analysis` and its parts).
+
+use serde::{Deserialize, Serialize};
+
+use crate::snapshot::model::Status;
+
+/// What the analysis concludes about the whole job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Some ranks wait, directly or through others, on each other, and none
+    /// of them can be released by a rank that can still run (and, with two
+    /// samples, the operations behind those waits did not change).
+    Deadlock,
+    /// Every rank can still run, or is waiting on a rank that can: the
+    /// evidence supports "not stuck in MPI communication".
+    NoDeadlock,
+    /// Neither can be shown: a rank could not be read, or a wait depends on
+    /// something the queues do not tell.
+    Unknown,
+}
+
+impl Verdict {
+    /// The name used in JSON, text and CSV.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Deadlock => "deadlock",
+            Verdict::NoDeadlock => "no_deadlock",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+/// How an edge of the wait-for graph combines with the other edges of its
+/// operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// The rank needs this one peer (a receive from a specific source, a
+    /// pending send): the only edge of its operation.
+    And,
+    /// The rank needs any one of the peers of the operation (a receive from
+    /// `MPI_ANY_SOURCE`): one edge per possible sender, sharing `wait`.
+    Or,
+}
+
+impl EdgeKind {
+    /// The name used in JSON, text and CSV.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EdgeKind::And => "and",
+            EdgeKind::Or => "or",
+        }
+    }
+}
+
+/// Which side of a message an operation is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpKind {
+    /// A posted receive.
+    Receive,
+    /// A send.
+    Send,
+}
+
+impl OpKind {
+    /// The name used in JSON, text and CSV.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpKind::Receive => "receive",
+            OpKind::Send => "send",
+        }
+    }
+}
+
+/// One edge of the wait-for graph: `from` cannot complete an operation
+/// until `to` acts (sends, or posts the matching receive).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Edge {
+    /// The waiting world rank.
+    pub from: i64,
+    /// The world rank waited for.
+    pub to: i64,
+    /// AND (this peer) or OR (any peer of the same `wait`).
+    pub kind: EdgeKind,
+    /// Name of the communicator of the operation.
+    pub communicator: String,
+    /// The tag of the operation; `null` for `MPI_ANY_TAG` (or unknown).
+    pub tag: Option<i64>,
+    /// Whether the waiting operation is a receive or a send.
+    pub op: OpKind,
+    /// Index in [`Analysis::unmatched`] of the operation behind the edge
+    /// (the OR edges of one `MPI_ANY_SOURCE` receive share it).
+    pub wait: usize,
+}
+
+/// A pending operation of a readable rank that nothing in the snapshot
+/// matches: a receive no listed send or unexpected message satisfies, or a
+/// pending send no posted receive takes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unmatched {
+    /// World rank of the process holding the operation.
+    pub rank: i64,
+    /// Name of its communicator.
+    pub communicator: String,
+    /// Receive or send.
+    pub kind: OpKind,
+    /// World rank of the peer (source of a receive, destination of a send);
+    /// `null` for `MPI_ANY_SOURCE` or when unknown.
+    pub peer: Option<i64>,
+    /// The tag; `null` for `MPI_ANY_TAG` (or unknown).
+    pub tag: Option<i64>,
+    /// The peer as a rank of the communicator, when known.
+    #[serde(default)]
+    pub peer_local: Option<i64>,
+    /// A receive from `MPI_ANY_SOURCE`.
+    #[serde(default)]
+    pub any_source: bool,
+    /// A receive with `MPI_ANY_TAG`.
+    #[serde(default)]
+    pub any_tag: bool,
+    /// The status the library reported.
+    pub status: Status,
+    /// The buffer address, `0x...`.
+    #[serde(default)]
+    pub buffer: String,
+}
+
+/// The cross-rank analysis of one (or two) whole-job snapshots.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Analysis {
+    /// The conclusion.
+    pub verdict: Verdict,
+    /// The conclusion in plain words, one line.
+    pub summary: String,
+    /// Elementary wait cycles among deadlocked ranks, as world ranks in wait
+    /// order (`[0, 1, 2]`: 0 waits for 1, 1 for 2, 2 for 0), each starting
+    /// at its smallest rank; sorted, without duplicates, at most
+    /// [`MAX_CYCLES`](super::MAX_CYCLES).
+    pub cycles: Vec<Vec<i64>>,
+    /// Deadlocked ranks that are on no cycle: blocked behind one.
+    pub blocked: Vec<i64>,
+    /// The wait-for graph: one edge per unmatched operation and peer waited
+    /// for (at most [`MAX_EDGES`](super::MAX_EDGES)).
+    pub edges: Vec<Edge>,
+    /// The operations nothing in the snapshot matches, that the edges come from.
+    pub unmatched: Vec<Unmatched>,
+    /// World ranks whose queues could not be read (an error, a send or
+    /// receive queue not available or cut short, missing from the snapshot).
+    pub unknown_ranks: Vec<i64>,
+    /// Readable ranks that are not shown deadlocked, but whose progress
+    /// depends on something unknown (an unknown rank, a communicator that
+    /// cannot be identified across processes, an `MPI_ANY_SOURCE` receive
+    /// on a communicator of unknown group, a wait not confirmed by the
+    /// previous sample).
+    #[serde(default)]
+    pub undecided: Vec<i64>,
+    /// Ranks whose waiting operations changed between the two samples.
+    #[serde(default)]
+    pub progressing: Vec<i64>,
+    /// Everything else worth knowing: inferred groups, ambiguous
+    /// communicators, limits hit, reasons.
+    pub notes: Vec<String>,
+}

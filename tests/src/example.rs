@@ -1,0 +1,209 @@
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use crate::Mpi;
+
+/// One example program, `examples/<name>.c`. Each source file's header comment documents
+/// the exact queue contents it leaves on every rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Example {
+    /// `ring.c`: one unmatched posted receive from the left and one eager send to the right.
+    Ring,
+    /// `named_comms.c`: "solver", "left-half", "right-half"; a wildcard receive and a 64 KiB send.
+    NamedComms,
+    /// `unexpected.c`: two messages from rank 0 sit unexpected on rank 1.
+    Unexpected,
+    /// `deadlock.c`: every rank blocks in `MPI_Wait` (a real cycle); ranks use CPU.
+    Deadlock,
+    /// `slow.c`: the non-deadlocked control; runs about 4 s and exits 0.
+    Slow,
+    /// `many_ops.c [K]`: K posted receives per rank (program default 1000, harness default 100).
+    ManyOps,
+    /// `sessions.c`: a communicator made through MPI-4 Sessions (MPICH only).
+    Sessions,
+}
+
+impl Example {
+    /// Every example, in a stable order.
+    pub const ALL: [Example; 7] = [
+        Example::Ring,
+        Example::NamedComms,
+        Example::Unexpected,
+        Example::Deadlock,
+        Example::Slow,
+        Example::ManyOps,
+        Example::Sessions,
+    ];
+
+    /// The file stem: `examples/<name>.c`, and the executable's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Example::Ring => "ring",
+            Example::NamedComms => "named_comms",
+            Example::Unexpected => "unexpected",
+            Example::Deadlock => "deadlock",
+            Example::Slow => "slow",
+            Example::ManyOps => "many_ops",
+            Example::Sessions => "sessions",
+        }
+    }
+
+    /// The rank count the harness uses unless told otherwise: 4, except `deadlock` (3) and
+    /// `many_ops` (2).
+    pub const fn default_nprocs(self) -> usize {
+        match self {
+            Example::Deadlock => 3,
+            Example::ManyOps => 2,
+            _ => 4,
+        }
+    }
+
+    /// The program arguments the harness uses unless told otherwise: `many_ops` gets `100`
+    /// (K = 100 receives per rank, to keep tests quick; pass `["1000"]` or nothing through
+    /// [`crate::JobBuilder::args`] for the program's own default of 1000). Others get none.
+    pub const fn default_args(self) -> &'static [&'static str] {
+        match self {
+            Example::ManyOps => &["100"],
+            _ => &[],
+        }
+    }
+
+    /// Whether the program exits by itself (only `slow`); the others wait until killed.
+    pub const fn runs_to_completion(self) -> bool {
+        matches!(self, Example::Slow)
+    }
+
+    /// Whether the program can be built and run with `mpi`.
+    /// `Example::Sessions.supported_by(Mpi::OpenMpi) == false`: see [`Example::unsupported_reason`].
+    pub fn supported_by(self, mpi: Mpi) -> bool {
+        self.unsupported_reason(mpi).is_none()
+    }
+
+    /// Why the program cannot run with `mpi`, or `None` if it can. Tests that skip an
+    /// (example, MPI) pair must print this reason.
+    pub fn unsupported_reason(self, mpi: Mpi) -> Option<&'static str> {
+        match (self, mpi) {
+            (Example::Sessions, Mpi::OpenMpi | Mpi::DebianOpenMpi) => Some(
+                "Open MPI 4.1 does not implement MPI-4 Sessions (no MPI_Session_init; \
+                 Sessions arrived in Open MPI 5.0)",
+            ),
+            _ => None,
+        }
+    }
+
+    /// The source file, `<workspace>/examples/<name>.c`.
+    pub fn source(self) -> PathBuf {
+        examples_source_dir().join(format!("{}.c", self.name()))
+    }
+}
+
+impl fmt::Display for Example {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The directory holding the example sources (`<workspace>/examples`).
+pub fn examples_source_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples")
+}
+
+/// Where built examples go: `$MPIQ_EXAMPLES_DIR` if set, else
+/// `<cargo target dir>/mpiq-examples`. The target dir is `$CARGO_TARGET_DIR` if set, else the
+/// nearest ancestor of the running executable holding cargo's `CACHEDIR.TAG`, else
+/// `<workspace>/target`.
+pub fn examples_build_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MPIQ_EXAMPLES_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    cargo_target_dir().join("mpiq-examples")
+}
+
+fn cargo_target_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        let dir = PathBuf::from(dir);
+        // Relative to the workspace root, the way cargo reads it.
+        return if dir.is_absolute() {
+            dir
+        } else {
+            workspace_root().join(dir)
+        };
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.ancestors().skip(1).find(|d| d.join("CACHEDIR.TAG").is_file()) {
+            return dir.to_path_buf();
+        }
+    }
+    workspace_root().join("target")
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Builds `examples/<name>.c` with `mpi`'s `mpicc -g -O0` into
+/// `<build root>/<mpi name>/<name>` (see [`examples_build_root`]) and returns the executable.
+///
+/// Rebuilds only when the source or `examples/mpiq_example.h` is newer than the executable.
+/// Safe to call from several threads and processes at once: each build writes a private
+/// temporary file and renames it into place.
+///
+/// # Panics
+/// If `example` is not supported by `mpi` (with the reason), if the MPI is not installed,
+/// or if the compiler fails (with its output).
+pub fn build_example(mpi: Mpi, example: Example) -> PathBuf {
+    if let Some(reason) = example.unsupported_reason(mpi) {
+        panic!("cannot build example `{example}` with {mpi}: {reason}");
+    }
+    // One build at a time in this process; other processes are handled by the rename.
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+
+    let source = example.source();
+    let header = examples_source_dir().join("mpiq_example.h");
+    let out_dir = examples_build_root().join(mpi.name());
+    let exe = out_dir.join(example.name());
+    let newest_input = [&source, &header]
+        .iter()
+        .map(|p| mtime(p).unwrap_or_else(|| panic!("example source {} is missing", p.display())))
+        .max()
+        .expect("two inputs");
+    if mtime(&exe).is_some_and(|built| built >= newest_input) {
+        return exe;
+    }
+
+    fs::create_dir_all(&out_dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", out_dir.display()));
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let tmp = out_dir.join(format!(
+        ".{}.tmp.{}.{}",
+        example.name(),
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut cmd = Command::new(mpi.mpicc());
+    cmd.args(["-g", "-O0", "-Wall", "-o"]).arg(&tmp).arg(&source);
+    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    if !output.status.success() {
+        let _ = fs::remove_file(&tmp);
+        panic!(
+            "building example `{example}` with {mpi} failed ({}):\n$ {cmd:?}\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    fs::rename(&tmp, &exe).unwrap_or_else(|e| {
+        let _ = fs::remove_file(&tmp);
+        panic!("cannot move {} to {}: {e}", tmp.display(), exe.display())
+    });
+    exe
+}
+
+fn mtime(path: &Path) -> Option<SystemTime> {
+    fs::metadata(path).and_then(|m| m.modified()).ok()
+}

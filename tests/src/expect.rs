@@ -1,0 +1,363 @@
+//! The exact queue contents each example leaves on each rank, as its header
+//! comment documents them, and a checker for a process of a snapshot
+//! (`mpiq.snapshot/1` JSON, from any front end).
+
+use serde_json::Value;
+
+use crate::{Example, Mpi};
+
+/// What a peer's world rank must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum World {
+    /// Exactly this rank.
+    Is(i64),
+    /// This rank, or unknown (`null`) where the library cannot tell
+    /// (MPICH has no `mqs_get_comm_group`).
+    IsOrUnknown(i64),
+    /// Unknown (`null`): a wildcard.
+    Unknown,
+}
+
+/// One expected operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Op {
+    /// Communicator name.
+    pub comm: &'static str,
+    /// "sends", "receives" or "unexpected".
+    pub queue: &'static str,
+    /// Peer's local rank; `None` for ANY_SOURCE.
+    pub local: Option<i64>,
+    /// Peer's world rank.
+    pub world: World,
+    /// Tag; `None` for ANY_TAG.
+    pub tag: Option<i64>,
+    /// Length as the library reports it (`None`: do not check).
+    pub length: Option<i64>,
+    /// Status, when it is certain.
+    pub status: Option<&'static str>,
+}
+
+/// An expected communicator: name, size, my local rank, world ranks (when the
+/// library can know them: `None` means "must be null or these").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Comm {
+    /// Name.
+    pub name: &'static str,
+    /// Size.
+    pub size: i64,
+    /// This process's rank in it.
+    pub local_rank: i64,
+    /// World rank of each local rank.
+    pub world_ranks: Vec<i64>,
+}
+
+/// Everything checked for one rank.
+#[derive(Clone, Debug, Default)]
+pub struct Expected {
+    /// Communicators that must be listed.
+    pub comms: Vec<Comm>,
+    /// Every pending operation of the process, grouped by communicator and
+    /// queue in the library's order; nothing else may be pending.
+    pub ops: Vec<Op>,
+}
+
+/// Open MPI gives lengths in bytes, MPICH in elements (of 4-byte ints here).
+fn ints(mpi: Mpi, n: i64) -> i64 {
+    if mpi.is_open_mpi() {
+        4 * n
+    } else {
+        n
+    }
+}
+
+/// The queues `example` leaves on world rank `r` of an `n`-rank job under `mpi`.
+/// `args` are the example's arguments (K for many_ops).
+pub fn expected(example: Example, mpi: Mpi, r: i64, n: i64, args: &[&str]) -> Expected {
+    let ompi = mpi.is_open_mpi();
+    let world: Vec<i64> = (0..n).collect();
+    let world_comm = Comm {
+        name: "MPI_COMM_WORLD",
+        size: n,
+        local_rank: r,
+        world_ranks: world.clone(),
+    };
+    let left = (r - 1 + n) % n;
+    let right = (r + 1) % n;
+    let recv = |comm, local: i64, world: World, tag, len| Op {
+        comm,
+        queue: "receives",
+        local: Some(local),
+        world,
+        tag: Some(tag),
+        length: Some(len),
+        status: Some("pending"),
+    };
+    let mut e = Expected {
+        comms: vec![world_comm],
+        ops: Vec::new(),
+    };
+    match example {
+        Example::Ring => {
+            e.ops
+                .push(recv("MPI_COMM_WORLD", left, World::Is(left), 100 + r, ints(mpi, 16)));
+            if !ompi {
+                e.ops.push(Op {
+                    comm: "MPI_COMM_WORLD",
+                    queue: "sends",
+                    local: Some(right),
+                    world: World::Is(right),
+                    tag: Some(200 + r),
+                    length: Some(16),
+                    status: Some("complete"),
+                });
+                e.ops.push(Op {
+                    comm: "MPI_COMM_WORLD",
+                    queue: "unexpected",
+                    local: Some(left),
+                    world: World::Is(left),
+                    tag: Some(200 + left),
+                    length: None,
+                    status: None,
+                });
+            }
+        }
+        Example::Deadlock => {
+            e.ops
+                .push(recv("MPI_COMM_WORLD", right, World::Is(right), 400 + r, ints(mpi, 16)));
+        }
+        Example::ManyOps => {
+            let k: i64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(1000);
+            for i in 0..k {
+                e.ops
+                    .push(recv("MPI_COMM_WORLD", right, World::Is(right), 1000 + i, ints(mpi, 1)));
+            }
+        }
+        Example::Unexpected if r == 1 => {
+            e.ops.push(recv("MPI_COMM_WORLD", 0, World::Is(0), 13, ints(mpi, 16)));
+            if !ompi {
+                for tag in [11, 12] {
+                    e.ops.push(Op {
+                        comm: "MPI_COMM_WORLD",
+                        queue: "unexpected",
+                        local: Some(0),
+                        world: World::Is(0),
+                        tag: Some(tag),
+                        length: None,
+                        status: None,
+                    });
+                }
+            }
+        }
+        Example::NamedComms => {
+            let h = n / 2;
+            let color = i64::from(r >= h);
+            let (half, base, hsize) = if color == 0 {
+                ("left-half", 0, h)
+            } else {
+                ("right-half", h, n - h)
+            };
+            let hrank = r - base;
+            e.comms.push(Comm {
+                name: "solver",
+                size: n,
+                local_rank: r,
+                world_ranks: world.clone(),
+            });
+            e.comms.push(Comm {
+                name: half,
+                size: hsize,
+                local_rank: hrank,
+                world_ranks: (base..base + hsize).collect(),
+            });
+            e.ops.push(Op {
+                comm: "solver",
+                queue: "receives",
+                local: None,
+                world: World::Unknown,
+                tag: None,
+                length: Some(ints(mpi, 16)),
+                status: Some("pending"),
+            });
+            if hrank == 0 {
+                e.ops.push(Op {
+                    comm: half,
+                    queue: "sends",
+                    local: Some(1),
+                    world: World::IsOrUnknown(base + 1),
+                    tag: Some(600 + color),
+                    length: Some(ints(mpi, 16384)),
+                    status: None,
+                });
+            } else if hrank == 1 {
+                e.ops.push(recv(half, 0, World::IsOrUnknown(base), 700, ints(mpi, 16)));
+                if !ompi {
+                    e.ops.push(Op {
+                        comm: half,
+                        queue: "unexpected",
+                        local: Some(0),
+                        world: World::IsOrUnknown(base),
+                        tag: Some(600 + color),
+                        length: None,
+                        status: None,
+                    });
+                }
+            }
+        }
+        Example::Sessions => {
+            e.comms = vec![Comm {
+                name: "sessions-world",
+                size: n,
+                local_rank: r,
+                world_ranks: world,
+            }];
+            e.ops.push(recv(
+                "sessions-world",
+                right,
+                World::IsOrUnknown(right),
+                900,
+                ints(mpi, 16),
+            ));
+        }
+        Example::Slow => {}
+        #[allow(unreachable_patterns)]
+        _ => {}
+    }
+    e
+}
+
+fn as_i64(v: &Value) -> Option<i64> {
+    v.as_i64()
+}
+
+/// Checks one process of a snapshot against `exp`. Open MPI's unexpected
+/// queue must be reported as not available (never as empty), MPICH's as
+/// available. Returns every difference found.
+pub fn check_process(p: &Value, exp: &Expected, mpi: Mpi) -> Result<(), String> {
+    let mut errs = Vec::new();
+    if !p["error"].is_null() {
+        return Err(format!("process has an error: {}", p["error"]));
+    }
+    let comms = p["communicators"].as_array().cloned().unwrap_or_default();
+    for c in &exp.comms {
+        let Some(found) = comms.iter().find(|x| x["name"] == c.name) else {
+            errs.push(format!("communicator '{}' is not listed", c.name));
+            continue;
+        };
+        if as_i64(&found["size"]) != Some(c.size) {
+            errs.push(format!("'{}' size {} != {}", c.name, found["size"], c.size));
+        }
+        if as_i64(&found["local_rank"]) != Some(c.local_rank) {
+            errs.push(format!(
+                "'{}' local rank {} != {}",
+                c.name, found["local_rank"], c.local_rank
+            ));
+        }
+        match found["world_ranks"].as_array() {
+            None => {
+                if mpi.is_open_mpi() || c.name == "MPI_COMM_WORLD" {
+                    errs.push(format!("'{}' has no world ranks", c.name));
+                }
+            }
+            Some(w) => {
+                let w: Vec<Option<i64>> = w.iter().map(as_i64).collect();
+                let want: Vec<Option<i64>> = c.world_ranks.iter().map(|&x| Some(x)).collect();
+                if w != want {
+                    errs.push(format!("'{}' world ranks {w:?} != {want:?}", c.name));
+                }
+            }
+        }
+    }
+    // Every operation actually pending, in order, and queue availability.
+    let mut actual: Vec<(String, &'static str, Value)> = Vec::new();
+    for c in &comms {
+        let name = c["name"].as_str().unwrap_or_default().to_string();
+        for q in ["sends", "receives", "unexpected"] {
+            let queue = &c["queues"][q];
+            let available = queue["available"].as_bool() == Some(true);
+            if q == "unexpected" && mpi.is_open_mpi() {
+                let reason = queue["reason"].as_str().unwrap_or_default();
+                if available || !reason.contains("not available") {
+                    errs.push(format!(
+                        "'{name}' unexpected queue must be 'not available' on Open MPI: {queue}"
+                    ));
+                }
+            } else if !available {
+                errs.push(format!("'{name}' {q} queue is not available: {queue}"));
+            }
+            for op in queue["operations"].as_array().into_iter().flatten() {
+                actual.push((name.clone(), q, op.clone()));
+            }
+        }
+    }
+    let mut expected_ops = exp.ops.clone();
+    // Group expected ops in the order communicators and queues appear.
+    let order = |comm: &str, q: &str| {
+        let ci = comms.iter().position(|c| c["name"] == comm).unwrap_or(usize::MAX);
+        let qi = ["sends", "receives", "unexpected"]
+            .iter()
+            .position(|x| *x == q)
+            .unwrap_or(3);
+        (ci, qi)
+    };
+    expected_ops.sort_by_key(|o| order(o.comm, o.queue));
+    // Open MPI's library walks its request free list, so posted receives come
+    // in free-list order, not posting order: compare those by tag.
+    if mpi.is_open_mpi() {
+        expected_ops.sort_by_key(|o| (order(o.comm, o.queue), o.tag));
+        actual.sort_by_key(|(c, q, o)| (order(c, q), as_i64(&o["tag"])));
+    }
+    if actual.len() != expected_ops.len() {
+        errs.push(format!(
+            "{} pending operations, expected {}: {:?}",
+            actual.len(),
+            expected_ops.len(),
+            actual
+                .iter()
+                .map(|(c, q, o)| format!("{c}/{q} peer {} tag {}", o["peer"], o["tag"]))
+                .collect::<Vec<_>>()
+        ));
+    }
+    for (i, (want, (comm, q, got))) in expected_ops.iter().zip(&actual).enumerate() {
+        let mut bad = Vec::new();
+        if want.comm != comm || want.queue != *q {
+            bad.push(format!("is in '{comm}'/{q}, expected '{}'/{}", want.comm, want.queue));
+        }
+        if as_i64(&got["peer"]["local"]) != want.local {
+            bad.push(format!("peer.local {} != {:?}", got["peer"]["local"], want.local));
+        }
+        let world = as_i64(&got["peer"]["world"]);
+        let world_ok = match want.world {
+            World::Is(w) => world == Some(w),
+            World::IsOrUnknown(w) => world.is_none() || world == Some(w),
+            World::Unknown => world.is_none(),
+        };
+        if !world_ok {
+            bad.push(format!("peer.world {world:?} != {:?}", want.world));
+        }
+        if got["any_source"].as_bool() != Some(want.local.is_none()) {
+            bad.push(format!("any_source {}", got["any_source"]));
+        }
+        if as_i64(&got["tag"]) != want.tag || got["any_tag"].as_bool() != Some(want.tag.is_none()) {
+            bad.push(format!(
+                "tag {} any_tag {} != {:?}",
+                got["tag"], got["any_tag"], want.tag
+            ));
+        }
+        if want.length.is_some() && as_i64(&got["length"]) != want.length {
+            bad.push(format!("length {} != {:?}", got["length"], want.length));
+        }
+        if let Some(s) = want.status {
+            if got["status"] != s {
+                bad.push(format!("status {} != {s}", got["status"]));
+            }
+        }
+        if !bad.is_empty() {
+            errs.push(format!("operation {i} ({comm}/{q}): {}", bad.join(", ")));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("\n"))
+    }
+}

@@ -1,0 +1,39 @@
+//! Test harness for mpiq: builds the example MPI programs in `examples/` with a real MPI and
+//! runs them as real jobs whose message queues the debugger tests then inspect.
+//!
+//! ```
+//! use std::time::Duration;
+//! use mpiq_tests::{assert_all_gone, Example, Job, Mpi};
+//!
+//! // Builds examples/ring.c with MPICH's mpicc (if needed), runs `mpiexec -n 2 ring` and
+//! // waits until both ranks printed `MPIQ-READY rank=<r> pid=<pid>`.
+//! let job = Job::builder(Mpi::Mpich, Example::Ring).nprocs(2).start();
+//! assert_eq!(job.ranks().len(), 2);
+//! assert!(Job::is_running(job.pid_of(1)));
+//!
+//! // Dropping the job kills everything it started; check that nothing survived.
+//! let started = job.processes().to_vec();
+//! drop(job);
+//! assert_all_gone(&started, Duration::from_secs(10));
+//! ```
+//!
+//! The MPIs come from `scripts/testbed` (under `$MPIQ_TESTBED`, default
+//! `~/.cache/mpiq/testbed`); see `tests/README.md` for what each test needs.
+
+/// The example programs, their per-MPI support and building them.
+pub mod example;
+/// Running `gdb -batch` against a process and checking ptrace permission.
+pub mod gdb;
+/// Starting MPI jobs, waiting for readiness, and killing them on drop.
+pub mod job;
+/// The MPI implementations and their install layout.
+pub mod mpi;
+/// Process helpers over `/proc`: identity, state, descendants, leak checks.
+pub mod procs;
+
+pub use example::{build_example, Example};
+pub use job::{Job, JobBuilder, JobError, Output, Rank};
+pub use mpi::Mpi;
+pub use procs::{assert_all_gone, Proc};
+/// The queue contents each example documents, and a checker for snapshots.
+pub mod expect;

@@ -1,0 +1,544 @@
+//! The gdb front end (`gdb-python/mpiq.py`) against real MPI jobs, driven as
+//! `gdb -batch -nx -ex 'source gdb-python/mpiq.py' -ex 'info mpi-queues ...'`:
+//! attached with `-p`, on a process started under gdb, on a core file, on
+//! several inferiors at once; the refusals, usage errors, `set mpi dll-path`,
+//! Ctrl-C during a dump, and `gdb-python/selftest.py` (every callback checked
+//! against gdb's own answers).
+//!
+//! The tests load the `libmpiq.so` of the profile they are built in
+//! (`target/release/libmpiq.so` for `cargo test --release`; build it first
+//! with `cargo build --release`), or `$MPIQ_LIB`.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use mpiq_tests::job::SCRUBBED_ENV_PREFIXES;
+use mpiq_tests::{gdb, Example, Job, Mpi};
+
+/// How long one gdb run may take.
+const GDB_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn mpiq_py() -> PathBuf {
+    workspace().join("gdb-python/mpiq.py")
+}
+
+/// The libmpiq.so to test: `$MPIQ_LIB`, or the one next to this test's
+/// profile directory (`target/<profile>/deps/gdb-HASH` -> `target/<profile>`).
+fn libmpiq() -> PathBuf {
+    if let Some(p) = std::env::var_os("MPIQ_LIB") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
+    let lib = profile_dir.join("libmpiq.so");
+    assert!(
+        lib.is_file(),
+        "{} does not exist: build it first (`cargo build --release` for `cargo test --release`), \
+         or set MPIQ_LIB",
+        lib.display()
+    );
+    lib
+}
+
+/// A temporary directory for this test, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("mpiq-gdb-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What one gdb run printed.
+struct Gdb {
+    stdout: String,
+    stderr: String,
+    success: bool,
+}
+
+impl Gdb {
+    fn new(output: Output) -> Gdb {
+        let g = Gdb {
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            success: output.status.success(),
+        };
+        // Whatever else happened, no Python exception may escape the shim.
+        for bad in [
+            "Traceback",
+            "Python Exception",
+            "Exception ignored",
+            "Error occurred in Python",
+        ] {
+            assert!(
+                !g.stderr.contains(bad) && !g.stdout.contains(bad),
+                "{bad} in gdb's output:\n{g}"
+            );
+        }
+        g
+    }
+
+    fn assert_stdout(&self, needle: &str) {
+        assert!(self.stdout.contains(needle), "`{needle}` not in gdb's stdout:\n{self}");
+    }
+
+    fn assert_stderr(&self, needle: &str) {
+        assert!(self.stderr.contains(needle), "`{needle}` not in gdb's stderr:\n{self}");
+    }
+}
+
+impl std::fmt::Display for Gdb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--- stdout ---\n{}--- stderr ---\n{}--- end ---",
+            self.stdout, self.stderr
+        )
+    }
+}
+
+/// `gdb -batch -nx -ex 'source mpiq.py' -ex CMD... TAIL...` with `MPIQ_LIB` set.
+fn gdb_command(commands: &[&str], tail: &[&OsStr]) -> Command {
+    let mut cmd = Command::new("gdb");
+    cmd.env("MPIQ_LIB", libmpiq()).args(["-batch", "-nx", "-ex"]);
+    cmd.arg(format!("source {}", mpiq_py().display()));
+    for c in commands {
+        cmd.arg("-ex").arg(c);
+    }
+    cmd.args(tail)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Waits for `child`, killing it after `timeout`.
+fn wait(mut child: std::process::Child, timeout: Duration, what: &str) -> Output {
+    let deadline = Instant::now() + timeout;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("wait");
+            panic!("{what} did not finish within {timeout:?}:\n{}", Gdb::new(out));
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("wait_with_output")
+}
+
+fn run_gdb(commands: &[&str], tail: &[&OsStr]) -> Gdb {
+    let child = gdb_command(commands, tail).spawn().expect("cannot run gdb");
+    Gdb::new(wait(child, GDB_TIMEOUT, "gdb"))
+}
+
+/// gdb attached to `pid` (`-p PID`), running `commands` after sourcing mpiq.py.
+fn attach(pid: u32, commands: &[&str]) -> Gdb {
+    gdb::require_ptrace();
+    let pid = pid.to_string();
+    run_gdb(commands, &[OsStr::new("-p"), OsStr::new(&pid)])
+}
+
+fn ring(mpi: Mpi) -> Job {
+    Job::builder(mpi, Example::Ring).nprocs(2).start()
+}
+
+// --- Attached with -p ----------------------------------------------------------
+
+/// Text and JSON of rank 1 of a 2-rank ring, the usage errors and help, and a
+/// Fortran-language session that must stay Fortran.
+fn attached(mpi: Mpi) {
+    let job = ring(mpi);
+    let pid = job.pid_of(1);
+    let g = attach(
+        pid,
+        &[
+            "info mpi-queues",
+            "echo ==JSON==\\n",
+            "info mpi-queues --json",
+            "echo ==HELP==\\n",
+            "help info mpi-queues",
+            "info mpi-queues --bogus",
+            "info mpi-queues --queue nothing",
+            "info mpi-queues --inferiors 9",
+            "set language fortran",
+            "echo ==FORTRAN==\\n",
+            "info mpi-queues --queue receives",
+            "show language",
+        ],
+    );
+    let (text, rest) = g.stdout.split_once("==JSON==").unwrap_or_else(|| panic!("{g}"));
+    let (json, rest) = rest.split_once("==HELP==").unwrap_or_else(|| panic!("{g}"));
+    let (help, fortran) = rest.split_once("==FORTRAN==").unwrap_or_else(|| panic!("{g}"));
+
+    for needle in [
+        format!("Process pid {pid}, rank 1:"),
+        "Communicator 'MPI_COMM_WORLD'".into(),
+        "Posted receives (1):".into(),
+        "from rank 0  tag 101".into(),
+    ] {
+        assert!(text.contains(&needle), "`{needle}` not in the text view:\n{g}");
+    }
+    for needle in [
+        "\"schema\": \"mpiq.snapshot/1\"".to_string(),
+        format!("\"pid\": {pid}"),
+        "\"world_rank\": 1".into(),
+        "\"tag\": 101".into(),
+        "\"error\": null".into(),
+    ] {
+        assert!(json.contains(&needle), "`{needle}` not in the JSON:\n{g}");
+    }
+    for needle in ["--json", "--comm NAME|ID", "--stats", "--inferiors", "set mpi dll-path"] {
+        assert!(help.contains(needle), "`{needle}` not in `help info mpi-queues`:\n{g}");
+    }
+    g.assert_stderr("unknown argument '--bogus'");
+    g.assert_stderr("unknown queue 'nothing'");
+    g.assert_stderr("no inferior 9");
+    assert!(
+        fortran.contains("Posted receives (1):"),
+        "no dump in a Fortran session:\n{g}"
+    );
+    assert!(
+        fortran.contains("The current source language is \"fortran\""),
+        "language not restored:\n{g}"
+    );
+    assert!(Job::is_running(pid), "gdb detached and rank 1 runs on");
+}
+
+#[test]
+fn attached_openmpi() {
+    attached(Mpi::OpenMpi);
+}
+
+#[test]
+fn attached_mpich() {
+    attached(Mpi::Mpich);
+}
+
+// --- selftest.py -----------------------------------------------------------------
+
+fn selftest(mpi: Mpi) {
+    let job = ring(mpi);
+    gdb::require_ptrace();
+    let pid = job.pid_of(0).to_string();
+    let script = workspace().join("gdb-python/selftest.py");
+    let mut cmd = Command::new("gdb");
+    cmd.args(["-batch", "-nx", "-ex"])
+        .arg(format!("source {}", script.display()))
+        .args(["-p", &pid])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let g = Gdb::new(wait(cmd.spawn().expect("gdb"), GDB_TIMEOUT, "selftest"));
+    assert!(g.success && !g.stdout.contains("FAIL"), "selftest failed:\n{g}");
+    g.assert_stdout("checks passed");
+}
+
+#[test]
+fn selftest_openmpi() {
+    selftest(Mpi::OpenMpi);
+}
+
+#[test]
+fn selftest_mpich() {
+    selftest(Mpi::Mpich);
+}
+
+// --- Several inferiors ---------------------------------------------------------------
+
+#[test]
+fn several_inferiors() {
+    let job = ring(Mpi::Mpich);
+    let (p0, p1) = (job.pid_of(0).to_string(), job.pid_of(1).to_string());
+    gdb::require_ptrace();
+    let g = run_gdb(
+        &[
+            &format!("attach {p0}"),
+            "add-inferior",
+            "inferior 2",
+            &format!("attach {p1}"),
+            "inferior 1",
+            "info mpi-queues --inferiors all --json",
+            "info mpi-queues --inferiors 2 --queue receives",
+            "info inferiors",
+            "detach inferiors 1 2",
+        ],
+        &[],
+    );
+    for needle in [
+        format!("\"pid\": {p0}"),
+        format!("\"pid\": {p1}"),
+        "\"tag\": 100".into(),
+    ] {
+        g.assert_stdout(&needle);
+    }
+    g.assert_stdout(&format!("Process pid {p1}, rank 1:"));
+    g.assert_stdout("from rank 0  tag 101");
+    // The user's selection is back: inferior 1 is current.
+    assert!(
+        g.stdout.lines().any(|l| l.starts_with("* 1 ")),
+        "inferior 1 is no longer selected:\n{g}"
+    );
+}
+
+// --- A core file ---------------------------------------------------------------------
+
+#[test]
+fn core_file_matches_live_process() {
+    let job = ring(Mpi::OpenMpi);
+    let dir = TempDir::new("core");
+    let core = dir.0.join("rank0.core");
+    let live = attach(
+        job.pid_of(0),
+        &[&format!("gcore {}", core.display()), "info mpi-queues --json"],
+    );
+    assert!(core.is_file(), "gcore wrote no core:\n{live}");
+    let json_start = live.stdout.find("{\n").unwrap_or_else(|| panic!("no JSON:\n{live}"));
+    let from_core = run_gdb(&["info mpi-queues --json"], &[job.exe().as_os_str(), core.as_os_str()]);
+    let core_json_start = from_core
+        .stdout
+        .find("{\n")
+        .unwrap_or_else(|| panic!("no JSON:\n{from_core}"));
+    assert_eq!(
+        &live.stdout[json_start..],
+        &from_core.stdout[core_json_start..],
+        "the core file's snapshot differs from the live process's"
+    );
+    from_core.assert_stdout("\"tag\": 100");
+}
+
+// --- A process started under gdb -------------------------------------------------------
+
+/// Every rank runs under its own gdb (`mpiexec -n 2 gdb ... --args ring`),
+/// stops at `pause()` after MPIQ-READY, and dumps its queues.
+fn started_under_gdb(mpi: Mpi) {
+    let exe = mpiq_tests::build_example(mpi, Example::Ring);
+    let mpiq = format!("source {}", mpiq_py().display());
+    let args: Vec<&OsStr> = [
+        "-batch",
+        "-nx",
+        "-ex",
+        mpiq.as_str(),
+        "-ex",
+        "break pause",
+        "-ex",
+        "run",
+        "-ex",
+        "info mpi-queues",
+        "-ex",
+        "kill",
+        "--args",
+    ]
+    .into_iter()
+    .map(OsStr::new)
+    .chain([exe.as_os_str()])
+    .collect();
+    let mut cmd = mpi.starter_command(2, Path::new("gdb"), &args);
+    for (key, _) in std::env::vars_os() {
+        if key
+            .to_str()
+            .is_some_and(|k| SCRUBBED_ENV_PREFIXES.iter().any(|p| k.starts_with(p)))
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env("MPIQ_LIB", libmpiq()).env("MPIQ_EXAMPLE_LIFETIME", "120");
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let g = Gdb::new(wait(cmd.spawn().expect("starter"), GDB_TIMEOUT, "the job under gdb"));
+    for rank in [0, 1] {
+        assert!(
+            g.stdout
+                .lines()
+                .any(|l| l.starts_with("Process pid ") && l.contains(&format!(", rank {rank}:"))),
+            "no dump of rank {rank}:\n{g}"
+        );
+    }
+    assert_eq!(g.stdout.matches("Posted receives (1):").count(), 2, "{g}");
+}
+
+#[test]
+fn started_under_gdb_openmpi() {
+    started_under_gdb(Mpi::OpenMpi);
+}
+
+#[test]
+fn started_under_gdb_mpich() {
+    started_under_gdb(Mpi::Mpich);
+}
+
+// --- Refusals and errors without MPI --------------------------------------------------
+
+#[test]
+fn refuses_without_a_stopped_process() {
+    let sleep = OsStr::new("/bin/sleep");
+    let g = run_gdb(
+        &["info mpi-queues", "run &", "info mpi-queues", "interrupt", "kill"],
+        &[OsStr::new("--args"), sleep, OsStr::new("60")],
+    );
+    g.assert_stderr("no process: run, attach or load a core file");
+    g.assert_stderr("the process is running; interrupt it first");
+
+    // Stopped, but no MPI in it: one gdb error line, no Python noise.
+    let g = run_gdb(
+        &["starti", "info mpi-queues", "echo AFTER\\n", "kill"],
+        &[OsStr::new("--args"), sleep, OsStr::new("60")],
+    );
+    g.assert_stdout("AFTER");
+    assert!(
+        !g.stdout.contains("Process pid"),
+        "a snapshot of a non-MPI process:\n{g}"
+    );
+    assert!(
+        g.stderr.lines().any(|l| !l.trim().is_empty()),
+        "no error for a non-MPI process:\n{g}"
+    );
+}
+
+#[test]
+fn says_how_to_build_a_missing_library() {
+    let mut cmd = gdb_command(&["info mpi-queues", "help info mpi-queues"], &[]);
+    cmd.env("MPIQ_LIB", "/nonexistent/libmpiq.so");
+    let g = Gdb::new(wait(cmd.spawn().expect("gdb"), GDB_TIMEOUT, "gdb"));
+    g.assert_stderr("libmpiq.so not found");
+    g.assert_stderr("cargo build --release");
+    g.assert_stdout("--inferiors");
+}
+
+// --- set mpi dll-path ------------------------------------------------------------------
+
+#[test]
+fn dll_path_setting() {
+    let job = ring(Mpi::Mpich);
+    let real = Mpi::Mpich.debug_library();
+    let g = attach(
+        job.pid_of(0),
+        &[
+            "set mpi dll-path /nonexistent/libnothing.so",
+            "show mpi dll-path",
+            "info mpi-queues",
+            "echo ==EXPLICIT==\\n",
+            &format!("info mpi-queues --dll {}", real.display()),
+            "echo ==SET==\\n",
+            &format!("set mpi dll-path {}", real.display()),
+            "info mpi-queues",
+            "set mpi dll-path",
+            "show mpi dll-path",
+        ],
+    );
+    g.assert_stdout("/nonexistent/libnothing.so");
+    g.assert_stderr("/nonexistent/libnothing.so");
+    let (_, rest) = g.stdout.split_once("==EXPLICIT==").unwrap_or_else(|| panic!("{g}"));
+    let (explicit, set) = rest.split_once("==SET==").unwrap_or_else(|| panic!("{g}"));
+    assert!(
+        explicit.contains("Posted receives (1):"),
+        "--dll wins over the setting:\n{g}"
+    );
+    assert!(
+        set.contains("Posted receives (1):"),
+        "the setting's library is used:\n{g}"
+    );
+    assert!(set.contains("MPIR_dll_name"), "show mpi dll-path after unsetting:\n{g}");
+}
+
+// --- Ctrl-C ---------------------------------------------------------------------------
+
+/// A debug library that reads unreadable memory in a loop until the error
+/// it gets changes (mpiq's "interrupted"), 60 s at most. It creates the file
+/// named by MARKER when the loop starts.
+const ENDLESS_READER: &str = r#"
+#include <stdio.h>
+#include <time.h>
+typedef int (*fetch_ft)(void *process, unsigned long addr, int size, void *buf);
+struct process_callbacks { void *global_rank, *get_image; fetch_ft fetch; void *target_to_host; };
+static const struct process_callbacks *pcb;
+void mqs_setup_basic_callbacks(const void *cb) { (void)cb; }
+char *mqs_version_string(void) { return "mpiq endless reader"; }
+int mqs_version_compatibility(void) { return 2; }
+int mqs_dll_taddr_width(void) { return 8; }
+char *mqs_dll_error_string(int code) { (void)code; return "endless reader error"; }
+int mqs_setup_image(void *image, const void *cb) { (void)image; (void)cb; return 0; }
+int mqs_image_has_queues(void *image, char **message) { (void)image; *message = 0; return 0; }
+int mqs_setup_process(void *process, const void *cb) { (void)process; pcb = cb; return 0; }
+int mqs_process_has_queues(void *process, char **message) {
+    char buf[8];
+    int first = pcb->fetch(process, 8, 8, buf), rc = first;
+    time_t start = time(0);
+    FILE *f = fopen(MARKER, "w");
+    if (f) fclose(f);
+    while (rc == first && time(0) - start < 60)
+        rc = pcb->fetch(process, 8, 8, buf);
+    *message = "the endless reader stopped";
+    return 1;
+}
+int mqs_update_communicator_list(void *process) { (void)process; return 1; }
+int mqs_setup_communicator_iterator(void *process) { (void)process; return 1; }
+int mqs_get_communicator(void *process, void *comm) { (void)process; (void)comm; return 1; }
+int mqs_next_communicator(void *process) { (void)process; return 1; }
+int mqs_setup_operation_iterator(void *process, int op) { (void)process; (void)op; return 1; }
+int mqs_next_operation(void *process, void *op) { (void)process; (void)op; return 1; }
+"#;
+
+#[test]
+fn ctrl_c_stops_a_dump() {
+    let dir = TempDir::new("ctrl-c");
+    let source = dir.0.join("endless.c");
+    let lib = dir.0.join("libendless.so");
+    let marker = dir.0.join("looping");
+    fs::write(&source, ENDLESS_READER).expect("write fixture");
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(format!("-DMARKER=\"{}\"", marker.display()))
+        .arg(&source)
+        .status()
+        .expect("cc");
+    assert!(status.success(), "cannot build the endless reader");
+
+    let job = ring(Mpi::Mpich);
+    gdb::require_ptrace();
+    let pid = job.pid_of(0).to_string();
+    let child = gdb_command(
+        &[
+            &format!("info mpi-queues --dll {}", lib.display()),
+            "echo AFTER\\n",
+            "info mpi-queues",
+        ],
+        &[OsStr::new("-p"), OsStr::new(&pid)],
+    )
+    .spawn()
+    .expect("gdb");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !marker.exists() {
+        assert!(Instant::now() < deadline, "the endless reader never started");
+        thread::sleep(Duration::from_millis(50));
+    }
+    thread::sleep(Duration::from_millis(500)); // well inside the loop of callbacks
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let g = Gdb::new(wait(child, GDB_TIMEOUT, "gdb after Ctrl-C"));
+    g.assert_stderr("interrupted");
+    let (_, after) = g
+        .stdout
+        .split_once("AFTER")
+        .unwrap_or_else(|| panic!("gdb did not go on:\n{g}"));
+    assert!(after.contains("Posted receives (1):"), "the next dump failed:\n{g}");
+}

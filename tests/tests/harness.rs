@@ -1,0 +1,231 @@
+//! Tests of the harness itself, against the real MPIs: every example starts under every MPI
+//! that supports it, every rank reports ready, and nothing the harness started survives the
+//! job; the slow control job finishes by itself; gdb reads `MPIR_dll_name` from a rank.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use mpiq_tests::{assert_all_gone, build_example, gdb, Example, Job, JobError, Mpi};
+
+/// How long killed processes get to disappear.
+const GONE: Duration = Duration::from_secs(10);
+
+/// Starts `example` with its defaults under `mpi`, checks every rank, drops the job and
+/// checks that no process it started survives. Skips (printing why) only pairs the harness
+/// declares unsupported.
+fn starts_and_cleans_up(mpi: Mpi, example: Example) {
+    if let Some(reason) = example.unsupported_reason(mpi) {
+        eprintln!("SKIPPED: example `{example}` under {mpi}: {reason}");
+        return;
+    }
+    let job = Job::builder(mpi, example).start();
+    let n = example.default_nprocs();
+    assert_eq!(job.ranks().len(), n);
+    for (i, r) in job.ranks().iter().enumerate() {
+        assert_eq!(r.rank, i, "ranks are sorted and complete");
+        assert_eq!(job.pid_of(i), r.pid);
+        assert!(
+            job.processes().iter().any(|p| p.pid == r.pid),
+            "rank {i} (pid {}) is among the recorded processes {:?}",
+            r.pid,
+            job.processes()
+        );
+    }
+    let mut pids: Vec<u32> = job.ranks().iter().map(|r| r.pid).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), n, "every rank is its own process");
+    if !example.runs_to_completion() {
+        for r in job.ranks() {
+            assert!(Job::is_running(r.pid), "rank {} (pid {}) runs freely", r.rank, r.pid);
+        }
+    }
+    let starter_name = if mpi == Mpi::Mpich { "mpiexec" } else { "mpirun" };
+    assert!(
+        job.processes()
+            .iter()
+            .any(|p| p.pid == job.starter_pid() && p.name == starter_name),
+        "the starter is recorded as {starter_name}: {:?}",
+        job.processes()
+    );
+    if mpi == Mpi::Mpich {
+        assert!(
+            job.processes().iter().any(|p| p.name == "hydra_pmi_proxy"),
+            "hydra's proxy is recorded: {:?}",
+            job.processes()
+        );
+    }
+    let started = job.processes().to_vec();
+    drop(job);
+    assert_all_gone(&started, GONE);
+}
+
+macro_rules! start_tests {
+    ($($name:ident: $mpi:ident, $example:ident;)*) => {$(
+        #[test]
+        fn $name() {
+            starts_and_cleans_up(Mpi::$mpi, Example::$example);
+        }
+    )*};
+}
+
+start_tests! {
+    openmpi_ring: OpenMpi, Ring;
+    openmpi_named_comms: OpenMpi, NamedComms;
+    openmpi_unexpected: OpenMpi, Unexpected;
+    openmpi_deadlock: OpenMpi, Deadlock;
+    openmpi_slow: OpenMpi, Slow;
+    openmpi_many_ops: OpenMpi, ManyOps;
+    openmpi_sessions: OpenMpi, Sessions;
+    mpich_ring: Mpich, Ring;
+    mpich_named_comms: Mpich, NamedComms;
+    mpich_unexpected: Mpich, Unexpected;
+    mpich_deadlock: Mpich, Deadlock;
+    mpich_slow: Mpich, Slow;
+    mpich_many_ops: Mpich, ManyOps;
+    mpich_sessions: Mpich, Sessions;
+}
+
+#[test]
+fn every_example_has_a_start_test() {
+    // The macro above must list every (MPI, example) pair.
+    assert_eq!(Example::ALL.len() * Mpi::all().len(), 14);
+}
+
+#[test]
+fn sessions_is_declared_unsupported_by_open_mpi_only() {
+    assert!(!Example::Sessions.supported_by(Mpi::OpenMpi));
+    assert!(Example::Sessions
+        .unsupported_reason(Mpi::OpenMpi)
+        .unwrap()
+        .contains("Sessions"));
+    assert!(Example::Sessions.supported_by(Mpi::Mpich));
+    for example in Example::ALL.into_iter().filter(|e| *e != Example::Sessions) {
+        for mpi in Mpi::all() {
+            assert!(example.supported_by(mpi), "{example} under {mpi}");
+        }
+    }
+}
+
+fn slow_runs_to_completion(mpi: Mpi) {
+    let t = Instant::now();
+    let mut job = Job::builder(mpi, Example::Slow).start();
+    let started = job.processes().to_vec();
+    let status = job.wait_exit(Duration::from_secs(60));
+    let output = job.output();
+    assert!(status.success(), "slow under {mpi} exited {status}\n{output}");
+    assert_eq!(output.stdout.matches("MPIQ-READY").count(), 4, "{output}");
+    eprintln!("slow x4 under {mpi}: ran to completion in {:.2?}", t.elapsed());
+    drop(job);
+    assert_all_gone(&started, GONE);
+}
+
+#[test]
+fn openmpi_slow_control_exits_0() {
+    slow_runs_to_completion(Mpi::OpenMpi);
+}
+
+#[test]
+fn mpich_slow_control_exits_0() {
+    slow_runs_to_completion(Mpi::Mpich);
+}
+
+/// Reads `MPIR_dll_name` from rank 1 with a real gdb and checks it names `expected`.
+fn gdb_reads_dll_name(mpi: Mpi, expected: &Path) {
+    gdb::require_ptrace();
+    let job = Job::builder(mpi, Example::Ring).nprocs(2).start();
+    let pid = job.pid_of(1);
+    let name = gdb::print_c_string(pid, "(char *) &MPIR_dll_name").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(Path::new(&name), expected, "MPIR_dll_name of {mpi}");
+    assert!(expected.is_file(), "{} exists", expected.display());
+    // gdb detached: the rank runs on, untraced.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !Job::is_running(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "rank 1 (pid {pid}) still stopped or traced after gdb"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn openmpi_gdb_reads_mpir_dll_name() {
+    gdb_reads_dll_name(Mpi::OpenMpi, &Mpi::OpenMpi.debug_library());
+}
+
+#[test]
+fn mpich_gdb_reads_mpir_dll_name() {
+    gdb_reads_dll_name(Mpi::Mpich, &Mpi::Mpich.debug_library());
+}
+
+/// Debian's stripped Open MPI (for later error-case tests) runs under the harness too, and
+/// `&MPIR_dll_name` still reads without debug info.
+#[test]
+fn debian_openmpi_runs_and_names_its_dll() {
+    gdb_reads_dll_name(Mpi::DebianOpenMpi, &Mpi::DebianOpenMpi.debug_library());
+}
+
+#[test]
+fn a_job_that_aborts_before_ready_is_an_error_with_its_output() {
+    // named_comms needs at least 4 ranks and calls MPI_Abort with fewer.
+    for mpi in Mpi::all() {
+        let t = Instant::now();
+        let err = Job::builder(mpi, Example::NamedComms)
+            .nprocs(2)
+            .ready_timeout(Duration::from_secs(30))
+            .try_start()
+            .expect_err("a 2-rank named_comms must fail");
+        match &err {
+            JobError::ExitedEarly { status, ready, .. } => {
+                assert!(!status.success(), "{err}");
+                assert!(ready.is_empty(), "{err}");
+                // The rank's own message ("needs at least 4 ranks") is not asserted: Open MPI
+                // 4.1.4 sometimes loses all output of a job that calls MPI_Abort (its
+                // show_help forwarding fails with "Data unpack would read past end of buffer").
+                assert!(err.to_string().contains("--- stderr ---"), "{err}");
+            }
+            other => panic!("expected ExitedEarly under {mpi}, got: {other}"),
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "noticed early exit under {mpi}");
+    }
+}
+
+#[test]
+fn a_ready_timeout_kills_the_job_and_reports_the_output() {
+    // deadlock's ranks are ready in well under a second; a zero timeout cannot be met.
+    let err = Job::builder(Mpi::OpenMpi, Example::Deadlock)
+        .ready_timeout(Duration::ZERO)
+        .try_start()
+        .expect_err("a zero timeout fails");
+    assert!(matches!(err, JobError::ReadyTimeout { .. }), "{err}");
+    assert!(err.to_string().contains("--- stdout ---"), "{err}");
+}
+
+#[test]
+fn builds_are_cached_and_land_in_the_target_dir() {
+    let exe = build_example(Mpi::Mpich, Example::Ring);
+    let again = build_example(Mpi::Mpich, Example::Ring);
+    assert_eq!(exe, again);
+    assert!(exe.ends_with("mpiq-examples/mpich-4.0.2/ring"), "{}", exe.display());
+    assert!(exe.is_file());
+}
+
+#[test]
+#[should_panic(expected = "Open MPI 4.1 does not implement MPI-4 Sessions")]
+fn building_sessions_with_open_mpi_panics_with_the_reason() {
+    build_example(Mpi::OpenMpi, Example::Sessions);
+}
+
+#[test]
+fn a_panicking_test_still_kills_its_job() {
+    let mut started = Vec::new();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let job = Job::builder(Mpi::OpenMpi, Example::Ring).nprocs(2).start();
+        started = job.processes().to_vec();
+        panic!("a simulated test failure while the job runs");
+    }));
+    assert!(result.is_err());
+    assert!(started.len() >= 3, "starter and two ranks recorded: {started:?}");
+    assert_all_gone(&started, GONE);
+}
