@@ -37,3 +37,5 @@ pub use mpi::Mpi;
 pub use procs::{assert_all_gone, Proc};
 /// The queue contents each example documents, and a checker for snapshots.
 pub mod expect;
+/// Driving gdb, lldb and the mpiq CLI from tests.
+pub mod frontends;

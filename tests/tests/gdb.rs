@@ -297,7 +297,31 @@ fn several_inferiors() {
     );
 }
 
+/// Debian's Open MPI has no debug info: `MPIR_dll_name` must still be found
+/// (ELF symbol table), so that the debug library loads and names the type it
+/// misses.
+#[test]
+fn stripped_openmpi_loads_its_debug_library() {
+    if !Mpi::DebianOpenMpi.is_installed() {
+        eprintln!("SKIPPED: Debian's Open MPI (openmpi-bin, libopenmpi-dev) is not installed");
+        return;
+    }
+    let job = ring(Mpi::DebianOpenMpi);
+    let g = attach(job.pid_of(0), &["info mpi-queues"]);
+    g.assert_stderr("opal_list_item_t");
+    assert!(!g.stdout.contains("Posted receives"), "queues without debug info?\n{g}");
+}
+
 // --- A core file ---------------------------------------------------------------------
+
+/// The JSON snapshot in gdb's stdout (from a line "{" to a line "}").
+fn snapshot_json(g: &Gdb) -> &str {
+    let start = g.stdout.find("{\n").unwrap_or_else(|| panic!("no JSON:\n{g}"));
+    let len = g.stdout[start..]
+        .find("\n}\n")
+        .unwrap_or_else(|| panic!("unterminated JSON:\n{g}"));
+    &g.stdout[start..start + len + 3]
+}
 
 #[test]
 fn core_file_matches_live_process() {
@@ -309,18 +333,14 @@ fn core_file_matches_live_process() {
         &[&format!("gcore {}", core.display()), "info mpi-queues --json"],
     );
     assert!(core.is_file(), "gcore wrote no core:\n{live}");
-    let json_start = live.stdout.find("{\n").unwrap_or_else(|| panic!("no JSON:\n{live}"));
     let from_core = run_gdb(&["info mpi-queues --json"], &[job.exe().as_os_str(), core.as_os_str()]);
-    let core_json_start = from_core
-        .stdout
-        .find("{\n")
-        .unwrap_or_else(|| panic!("no JSON:\n{from_core}"));
     assert_eq!(
-        &live.stdout[json_start..],
-        &from_core.stdout[core_json_start..],
+        snapshot_json(&live),
+        snapshot_json(&from_core),
         "the core file's snapshot differs from the live process's"
     );
     from_core.assert_stdout("\"tag\": 100");
+    from_core.assert_stdout(&format!("\"pid\": {}", job.pid_of(0)));
 }
 
 // --- A process started under gdb -------------------------------------------------------
@@ -330,6 +350,11 @@ fn core_file_matches_live_process() {
 fn started_under_gdb(mpi: Mpi) {
     let exe = mpiq_tests::build_example(mpi, Example::Ring);
     let mpiq = format!("source {}", mpiq_py().display());
+    let dir = TempDir::new(&format!("under-gdb-{mpi:?}"));
+    let barrier = format!(
+        "shell touch {d}/done.$PPID; i=0; while [ $(ls {d} | wc -l) -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
+        d = dir.0.display()
+    );
     let args: Vec<&OsStr> = [
         "-batch",
         "-nx",
@@ -341,6 +366,9 @@ fn started_under_gdb(mpi: Mpi) {
         "run",
         "-ex",
         "info mpi-queues",
+        // Both ranks must dump before either dies: a dead rank takes the job down.
+        "-ex",
+        barrier.as_str(),
         "-ex",
         "kill",
         "--args",

@@ -10,10 +10,10 @@
 //! communicators share the name). Library-given groups are merged into the
 //! same check and never overwritten.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::job::{member, translate};
-use crate::snapshot::model::{QueueKind, Snapshot};
+use crate::snapshot::model::{Communicator, QueueKind, Snapshot};
 
 /// `(name, size)`.
 type NameKey = (String, i64);
@@ -194,63 +194,85 @@ impl CommIds {
     }
 }
 
-/// Identifies communicators across processes: by a usable `(name, size)`,
-/// else by an identical, fully known group that no process lists twice
-/// among its still unidentified communicators.
+/// Identifies communicators across processes: by a usable `(name, size)`
+/// that every readable member lists; else by an identical, fully known
+/// group that no process lists twice among its still unidentified
+/// communicators (names are local to a process: `MPI_Comm_set_name` on
+/// some ranks only); else by the usable `(name, size)` anyway.
 pub(crate) fn identify(snap: &Snapshot) -> CommIds {
     let infos = key_infos(snap);
-    let mut names: HashMap<&NameKey, usize> = HashMap::new();
     let mut out = CommIds::default();
+    // Which (name, size) each readable world rank lists.
+    let mut listed: HashSet<(&str, i64, i64)> = HashSet::new();
+    let mut readable: HashSet<i64> = HashSet::new();
+    for p in snap.processes.iter().filter(|p| p.error.is_none()) {
+        let Some(me) = p.world_rank.map(i64::from) else { continue };
+        readable.insert(me);
+        for c in &p.communicators {
+            if let Some((size, _)) = member(c) {
+                listed.insert((&c.name, size, me));
+            }
+        }
+    }
+    // Usable keys, and whether every readable member lists them.
+    let mut names: HashMap<&NameKey, (usize, bool)> = HashMap::new();
     for (key, info) in &infos {
         if info.usable() {
+            let complete = info
+                .group
+                .iter()
+                .flatten()
+                .all(|w| !readable.contains(w) || listed.contains(&(key.0.as_str(), key.1, *w)));
             let next = names.len();
-            names.insert(key, next);
+            names.insert(key, (next, complete));
         } else {
             out.why.insert(key.clone(), info.why_not());
         }
     }
-    let mut ids: Vec<Vec<Option<usize>>> = Vec::new();
-    // Groups of the communicators a name cannot identify: count per process.
+    let name_id = |c: &Communicator| member(c).and_then(|(size, _)| names.get(&(c.name.clone(), size)).copied());
+    // Groups of the communicators a name does not identify: twice in a process?
     let mut group_dup: HashMap<Vec<i64>, bool> = HashMap::new();
     for p in &snap.processes {
-        let mut row = Vec::new();
         let mut seen: HashMap<Vec<i64>, usize> = HashMap::new();
         for c in &p.communicators {
-            let id = member(c).and_then(|(size, _)| names.get(&(c.name.clone(), size)).copied());
-            if id.is_none() {
-                if let Some(g) = full_group(c, p.world_rank) {
-                    let n = seen.entry(g.clone()).or_insert(0);
-                    *n += 1;
-                    let dup = group_dup.entry(g).or_insert(false);
-                    *dup |= *n > 1;
-                }
+            if matches!(name_id(c), Some((_, true))) {
+                continue;
             }
+            if let Some(g) = full_group(c, p.world_rank) {
+                let n = seen.entry(g.clone()).or_insert(0);
+                *n += 1;
+                *group_dup.entry(g).or_insert(false) |= *n > 1;
+            }
+        }
+    }
+    let base = names.len();
+    let mut groups: HashMap<Vec<i64>, usize> = HashMap::new();
+    for p in &snap.processes {
+        let mut row = Vec::new();
+        for c in &p.communicators {
+            let id = match name_id(c) {
+                Some((id, true)) => Some(id),
+                by_name => {
+                    let by_group = full_group(c, p.world_rank).filter(|g| group_dup.get(g) == Some(&false));
+                    match by_group {
+                        Some(g) => {
+                            let next = base + groups.len();
+                            Some(*groups.entry(g).or_insert(next))
+                        }
+                        None => by_name.map(|(id, _)| id),
+                    }
+                }
+            };
             row.push(id);
         }
-        ids.push(row);
+        out.ids.push(row);
     }
-    let mut groups: HashMap<Vec<i64>, usize> = HashMap::new();
-    let base = names.len();
-    for (pi, p) in snap.processes.iter().enumerate() {
-        for (ci, c) in p.communicators.iter().enumerate() {
-            if ids[pi][ci].is_some() {
-                continue;
-            }
-            let Some(g) = full_group(c, p.world_rank) else { continue };
-            if group_dup.get(&g).copied().unwrap_or(true) {
-                continue;
-            }
-            let next = base + groups.len();
-            ids[pi][ci] = Some(*groups.entry(g).or_insert(next));
-        }
-    }
-    out.ids = ids;
     out
 }
 
 /// A member communicator's group when every entry is known and it places
 /// this process at its local rank.
-fn full_group(c: &crate::snapshot::model::Communicator, me: Option<i32>) -> Option<Vec<i64>> {
+fn full_group(c: &Communicator, me: Option<i32>) -> Option<Vec<i64>> {
     let (_, local) = member(c)?;
     let g: Vec<i64> = c.world_ranks.as_ref()?.iter().copied().collect::<Option<Vec<i64>>>()?;
     let here = g.get(local as usize).copied();
@@ -394,9 +416,8 @@ mod tests {
             process(1, vec![world(2, 1), comm("MPI COMM 3", 2, 1).group(vec![0, 1])]),
         ]);
         let ids = identify(&s);
-        // Both names are unique, so each is its own (name, size) key...
-        assert_ne!(ids.get(0, 1), None);
-        assert_ne!(ids.get(0, 1), ids.get(1, 1));
+        assert!(ids.get(0, 1).is_some());
+        assert_eq!(ids.get(0, 1), ids.get(1, 1));
     }
 
     #[test]

@@ -1,0 +1,603 @@
+//! Matching pending operations across ranks, and turning what stays
+//! unmatched into waits (the raw material of the wait-for graph).
+//!
+//! A pending receive of rank A from B with tag T (or `MPI_ANY_TAG`) is
+//! satisfied by an unexpected message from B already at A, or by a send
+//! of B to A on the same communicator with a compatible tag that is still
+//! listed as pending or complete (MPICH keeps small eager sends listed as
+//! complete until they are waited for; Open MPI drops them). Messages are
+//! consumed in queue order, one receive each, as MPI's non-overtaking rule
+//! matches them. A pending send nothing consumed waits for its receiver (a
+//! rendezvous send completes only once the receive is posted); complete
+//! and matched operations wait for nothing.
+//!
+//! The unexpected queue Open MPI 4.1 does not show is not needed to match
+//! posted receives: a receive is matched against the messages that arrived
+//! before it when it is posted, so a still pending receive has no
+//! compatible message in its own unexpected queue.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use super::groups::CommIds;
+use super::job::{comm_words, member, translate, Job};
+use super::model::{OpKind, Unmatched};
+use crate::snapshot::model::{Communicator, Operation, QueueKind, Snapshot, Status};
+
+/// Where an operation is in the snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct OpAt {
+    /// Process index.
+    pub process: usize,
+    /// Communicator index in the process.
+    pub comm: usize,
+    /// Queue.
+    pub queue: QueueKind,
+    /// Operation index in the queue.
+    pub op: usize,
+}
+
+/// Who can release a wait.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// This world rank (a specific source or destination).
+    Rank(i64),
+    /// Any one of these world ranks (`MPI_ANY_SOURCE`); `unknown_members`
+    /// when some members' world ranks are not known.
+    AnyOf { ranks: Vec<i64>, unknown_members: bool },
+    /// Some rank other than the waiting one, not known which: any one of
+    /// `others` ranks (1 for a specific but unknown peer).
+    Unresolved { others: usize },
+}
+
+impl Target {
+    /// The known world ranks it names.
+    pub fn ranks(&self) -> &[i64] {
+        match self {
+            Target::Rank(r) => std::slice::from_ref(r),
+            Target::AnyOf { ranks, .. } => ranks,
+            Target::Unresolved { .. } => &[],
+        }
+    }
+}
+
+/// A rank's operation that nothing in the snapshot was seen to satisfy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Wait {
+    /// The waiting world rank.
+    pub rank: i64,
+    /// The operation.
+    pub at: OpAt,
+    /// Receive or send.
+    pub op: OpKind,
+    /// The communicator's name.
+    pub communicator: String,
+    /// The operation's tag (`None`: any or unknown).
+    pub tag: Option<i64>,
+    /// Who can release it.
+    pub target: Target,
+    /// False when the wait may not be real: the operation's status is
+    /// unknown, or its match could not be looked for (a communicator that
+    /// cannot be identified across processes, an unknown peer).
+    pub certain: bool,
+    /// Why it is uncertain or unresolved, for the user.
+    pub why: Option<String>,
+    /// Index in the unmatched list (certain waits only).
+    pub unmatched: Option<usize>,
+}
+
+/// What matching found.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Matching {
+    /// Every wait of a readable rank.
+    pub waits: Vec<Wait>,
+    /// The operations behind the certain waits.
+    pub unmatched: Vec<Unmatched>,
+    /// Notes for the user.
+    pub notes: Vec<String>,
+}
+
+/// Source of an unexpected message, tag of a message.
+fn msg_source(u: &Operation) -> Option<i64> {
+    u.actual.and_then(|a| a.local).or(u.peer.local)
+}
+fn msg_tag(m: &Operation) -> Option<i64> {
+    m.tag.or_else(|| m.actual.and_then(|a| a.tag))
+}
+/// Destination of a send (the desired rank; Open MPI's actual global rank
+/// is not translated, its actual local rank is).
+fn send_dest(s: &Operation) -> Option<i64> {
+    s.peer.local.or_else(|| s.actual.and_then(|a| a.local))
+}
+/// Whether a receive accepts a message tag (unknown is accepted).
+fn tag_ok(r: &Operation, tag: Option<i64>) -> bool {
+    r.any_tag || r.tag.is_none() || tag.is_none() || r.tag == tag
+}
+
+/// The state of one pass of matching.
+struct Matcher<'a> {
+    snap: &'a Snapshot,
+    job: &'a Job,
+    ids: &'a CommIds,
+    /// `(communicator id, local rank)` → `(process, communicator)`.
+    index: HashMap<(usize, i64), (usize, usize)>,
+    /// Sends and unexpected messages already taken by a receive.
+    used: HashSet<OpAt>,
+    out: Matching,
+}
+
+/// Matches every pending operation of the readable ranks.
+pub(crate) fn match_ops(snap: &Snapshot, job: &Job, ids: &CommIds) -> Matching {
+    let mut index = HashMap::new();
+    for &pi in job.procs.values() {
+        for (ci, c) in snap.processes[pi].communicators.iter().enumerate() {
+            if let (Some(id), Some((_, local))) = (ids.get(pi, ci), member(c)) {
+                index.entry((id, local)).or_insert((pi, ci));
+            }
+        }
+    }
+    let mut m = Matcher {
+        snap,
+        job,
+        ids,
+        index,
+        used: HashSet::new(),
+        out: Matching::default(),
+    };
+    let readable: Vec<(i64, usize)> = job
+        .procs
+        .iter()
+        .filter(|(r, _)| job.is_readable(**r))
+        .map(|(r, p)| (*r, *p))
+        .collect();
+    for &(rank, pi) in &readable {
+        m.receives(rank, pi);
+    }
+    // Sends last: a send is taken by whichever receive of its receiver matched it.
+    for &(rank, pi) in &readable {
+        m.sends(rank, pi);
+    }
+    let no_unexpected: BTreeSet<i64> = readable
+        .iter()
+        .filter(|(_, pi)| {
+            snap.processes[*pi]
+                .communicators
+                .iter()
+                .any(|c| member(c).is_some() && !c.queues.unexpected.available)
+        })
+        .map(|(r, _)| *r)
+        .collect();
+    if !no_unexpected.is_empty() {
+        m.out.notes.push(format!(
+            "the unexpected-message queue of {} is not available from the debug library; it is not needed \
+             to match posted receives (MPI matches a receive against earlier arrivals when it is posted)",
+            super::verdict::ranks_words(&no_unexpected.into_iter().collect::<Vec<_>>())
+        ));
+    }
+    m.out
+}
+
+impl<'a> Matcher<'a> {
+    fn comm(&self, pi: usize, ci: usize) -> &'a Communicator {
+        let snap: &'a Snapshot = self.snap;
+        &snap.processes[pi].communicators[ci]
+    }
+
+    /// World rank of the process at an index.
+    fn rank_of(&self, pi: usize) -> Option<i64> {
+        self.snap.processes[pi].world_rank.map(i64::from)
+    }
+
+    fn receives(&mut self, rank: i64, pi: usize) {
+        let snap: &'a Snapshot = self.snap;
+        for (ci, c) in snap.processes[pi].communicators.iter().enumerate() {
+            let Some((size, la)) = member(c) else { continue };
+            for (oi, op) in c.queues.receives.operations.iter().enumerate() {
+                let certain = match op.status {
+                    Status::Pending => true,
+                    Status::Unknown => false,
+                    Status::Matched | Status::Complete => continue,
+                };
+                if self.match_receive(pi, ci, la, size, op) {
+                    continue;
+                }
+                let at = OpAt {
+                    process: pi,
+                    comm: ci,
+                    queue: QueueKind::Receives,
+                    op: oi,
+                };
+                self.receive_wait(rank, at, la, size, op, certain);
+            }
+        }
+    }
+
+    /// Finds and takes the message a receive matches, if any.
+    fn match_receive(&mut self, pi: usize, ci: usize, la: i64, size: i64, r: &Operation) -> bool {
+        let c = self.comm(pi, ci);
+        let source_ok = |src: Option<i64>| r.any_source || src.is_none() || src == r.peer.local;
+        for (ui, u) in c.queues.unexpected.operations.iter().enumerate() {
+            let at = OpAt {
+                process: pi,
+                comm: ci,
+                queue: QueueKind::Unexpected,
+                op: ui,
+            };
+            if !self.used.contains(&at) && source_ok(msg_source(u)) && tag_ok(r, msg_tag(u)) {
+                self.used.insert(at);
+                return true;
+            }
+        }
+        let id = self.ids.get(pi, ci);
+        let senders: Vec<(usize, usize)> = if r.any_source {
+            match id {
+                Some(id) => (0..size)
+                    .filter_map(|l| if l == la { Some((pi, ci)) } else { self.index.get(&(id, l)).copied() })
+                    .collect(),
+                None => vec![(pi, ci)],
+            }
+        } else {
+            match r.peer.local {
+                Some(l) if l == la => vec![(pi, ci)],
+                Some(l) => id.and_then(|id| self.index.get(&(id, l)).copied()).into_iter().collect(),
+                None => Vec::new(),
+            }
+        };
+        for (q, cq) in senders {
+            for (si, s) in self.comm(q, cq).queues.sends.operations.iter().enumerate() {
+                let at = OpAt {
+                    process: q,
+                    comm: cq,
+                    queue: QueueKind::Sends,
+                    op: si,
+                };
+                let live = matches!(s.status, Status::Pending | Status::Complete);
+                if live && !self.used.contains(&at) && send_dest(s) == Some(la) && tag_ok(r, msg_tag(s)) {
+                    self.used.insert(at);
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Who a specific peer (local rank `l`, not this process) is, and
+    /// whether its queues were looked at for the match.
+    fn peer(&self, pi: usize, ci: usize, l: i64, op: &Operation) -> (Option<i64>, bool) {
+        let c = self.comm(pi, ci);
+        let found = self.ids.get(pi, ci).and_then(|id| self.index.get(&(id, l)).copied());
+        let world = found
+            .and_then(|(q, _)| self.rank_of(q))
+            .or(op.peer.world)
+            .or_else(|| translate(c, Some(l)));
+        (world, found.is_some())
+    }
+
+    fn receive_wait(&mut self, rank: i64, at: OpAt, la: i64, size: i64, op: &Operation, certain: bool) {
+        let c = self.comm(at.process, at.comm);
+        let id = self.ids.get(at.process, at.comm);
+        let name = comm_words(&c.name);
+        let not_identified = || {
+            format!(
+                "{name} (size {size}) cannot be identified across processes: {}",
+                self.ids.why_not(&c.name, size)
+            )
+        };
+        let (target, checked, mut why) = if op.any_source {
+            match &c.world_ranks {
+                Some(group) => {
+                    let mut ranks: Vec<i64> = group
+                        .iter()
+                        .enumerate()
+                        .filter(|(l, _)| *l as i64 != la)
+                        .filter_map(|(_, w)| *w)
+                        .filter(|w| *w != rank)
+                        .collect();
+                    ranks.sort_unstable();
+                    ranks.dedup();
+                    let unknown_members =
+                        group.iter().enumerate().any(|(l, w)| l as i64 != la && w.is_none());
+                    if ranks.is_empty() && !unknown_members {
+                        ranks.push(rank);
+                    }
+                    let why = id.is_none().then(not_identified);
+                    (Target::AnyOf { ranks, unknown_members }, id.is_some(), why)
+                }
+                None => (
+                    Target::Unresolved {
+                        others: usize::try_from(size - 1).unwrap_or(1).max(1),
+                    },
+                    false,
+                    Some(format!(
+                        "an ANY_SOURCE receive on {name}, whose members' world ranks are unknown"
+                    )),
+                ),
+            }
+        } else {
+            match op.peer.local {
+                Some(l) if l == la => (Target::Rank(rank), true, None),
+                Some(l) => match self.peer(at.process, at.comm, l, op) {
+                    (Some(w), found) => {
+                        let checked = found || !self.job.is_readable(w);
+                        (Target::Rank(w), checked, (!checked).then(not_identified))
+                    }
+                    (None, _) => (
+                        Target::Unresolved { others: 1 },
+                        false,
+                        Some(format!("a receive from local rank {l} of {name}, whose world rank is unknown")),
+                    ),
+                },
+                None => (
+                    Target::Unresolved { others: 1 },
+                    false,
+                    Some(format!("a receive from an unknown source on {name}")),
+                ),
+            }
+        };
+        if !certain {
+            why.get_or_insert_with(|| format!("a receive on {name} whose status is unknown"));
+        }
+        let tag = if op.any_tag { None } else { op.tag };
+        self.push(rank, at, OpKind::Receive, target, certain && checked, why, tag, op);
+    }
+
+    fn sends(&mut self, rank: i64, pi: usize) {
+        let snap: &'a Snapshot = self.snap;
+        for (ci, c) in snap.processes[pi].communicators.iter().enumerate() {
+            let Some((_, la)) = member(c) else { continue };
+            let name = comm_words(&c.name);
+            for (oi, op) in c.queues.sends.operations.iter().enumerate() {
+                let at = OpAt {
+                    process: pi,
+                    comm: ci,
+                    queue: QueueKind::Sends,
+                    op: oi,
+                };
+                let certain = match op.status {
+                    Status::Pending => true,
+                    Status::Unknown => false,
+                    Status::Matched | Status::Complete => continue,
+                };
+                if self.used.contains(&at) {
+                    continue;
+                }
+                let (target, checked, mut why) = match send_dest(op) {
+                    Some(l) if l == la => (Target::Rank(rank), true, None),
+                    Some(l) => match self.peer(pi, ci, l, op) {
+                        (Some(w), found) => {
+                            let checked = found || !self.job.is_readable(w);
+                            let why = (!checked).then(|| {
+                                format!(
+                                    "{name} cannot be identified across processes: {}",
+                                    self.ids.why_not(&c.name, c.size.unwrap_or(0))
+                                )
+                            });
+                            (Target::Rank(w), checked, why)
+                        }
+                        (None, _) => (
+                            Target::Unresolved { others: 1 },
+                            false,
+                            Some(format!("a send to local rank {l} of {name}, whose world rank is unknown")),
+                        ),
+                    },
+                    None => (
+                        Target::Unresolved { others: 1 },
+                        false,
+                        Some(format!("a send to an unknown destination on {name}")),
+                    ),
+                };
+                if !certain {
+                    why.get_or_insert_with(|| format!("a send on {name} whose status is unknown"));
+                }
+                self.push(rank, at, OpKind::Send, target, certain && checked, why, msg_tag(op), op);
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        rank: i64,
+        at: OpAt,
+        kind: OpKind,
+        target: Target,
+        certain: bool,
+        why: Option<String>,
+        tag: Option<i64>,
+        op: &Operation,
+    ) {
+        let communicator = self.comm(at.process, at.comm).name.clone();
+        let unmatched = certain.then(|| {
+            self.out.unmatched.push(Unmatched {
+                rank,
+                communicator: communicator.clone(),
+                kind,
+                peer: match &target {
+                    Target::Rank(r) => Some(*r),
+                    _ => None,
+                },
+                tag,
+                peer_local: if kind == OpKind::Send { send_dest(op) } else { op.peer.local },
+                any_source: op.any_source,
+                any_tag: op.any_tag,
+                status: op.status,
+                buffer: op.buffer.clone(),
+            });
+            self.out.unmatched.len() - 1
+        });
+        self.out.waits.push(Wait {
+            rank,
+            at,
+            op: kind,
+            communicator,
+            tag,
+            target,
+            certain,
+            why: if certain { None } else { why },
+            unmatched,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::groups::{identify, infer};
+    use crate::analysis::testutil::*;
+
+    fn run(mut s: Snapshot) -> Matching {
+        infer(&mut s);
+        let job = Job::new(&s);
+        let ids = identify(&s);
+        match_ops(&s, &job, &ids)
+    }
+
+    fn targets(m: &Matching) -> Vec<(i64, Target, bool)> {
+        m.waits.iter().map(|w| (w.rank, w.target.clone(), w.certain)).collect()
+    }
+
+    #[test]
+    fn a_pending_send_satisfies_a_receive_and_is_taken() {
+        let m = run(snapshot(vec![
+            process(0, vec![world(2, 0).recvs(vec![recv(Some(1), Some(5))])]),
+            process(1, vec![world(2, 1).sends(vec![send(0, 5, Status::Pending)])]),
+        ]));
+        assert!(m.waits.is_empty() && m.unmatched.is_empty());
+    }
+
+    #[test]
+    fn tags_must_be_compatible() {
+        let m = run(snapshot(vec![
+            process(0, vec![world(2, 0).recvs(vec![recv(Some(1), Some(5))])]),
+            process(1, vec![world(2, 1).sends(vec![send(0, 6, Status::Pending)])]),
+        ]));
+        assert_eq!(
+            targets(&m),
+            vec![(0, Target::Rank(1), true), (1, Target::Rank(0), true)]
+        );
+        assert_eq!(m.unmatched[0].kind, OpKind::Receive);
+        assert_eq!(m.unmatched[1].tag, Some(6));
+    }
+
+    #[test]
+    fn any_tag_matches_any_tag_and_a_send_is_taken_once() {
+        let m = run(snapshot(vec![
+            process(0, vec![world(2, 0).recvs(vec![recv(Some(1), None), recv(Some(1), None)])]),
+            process(1, vec![world(2, 1).sends(vec![send(0, 9, Status::Pending)])]),
+        ]));
+        // The first receive takes the one send; the second still waits.
+        assert_eq!(targets(&m), vec![(0, Target::Rank(1), true)]);
+        assert_eq!(m.waits[0].at.op, 1);
+        assert_eq!(m.unmatched[0].tag, None);
+    }
+
+    #[test]
+    fn mpich_complete_sends_satisfy_receives_but_never_wait() {
+        let m = run(snapshot(vec![
+            process(0, vec![world(2, 0).recvs(vec![recv(Some(1), Some(5))]).sends(vec![send(1, 77, Status::Complete)])]),
+            process(1, vec![world(2, 1).sends(vec![send(0, 5, Status::Complete)])]),
+        ]));
+        assert!(m.waits.is_empty());
+    }
+
+    #[test]
+    fn own_unexpected_messages_satisfy_receives() {
+        let m = run(snapshot(vec![
+            process(0, vec![world(2, 0).recvs(vec![recv(Some(1), Some(5)), recv(Some(1), Some(6))]).unexp(vec![unexpected(1, 6)])]),
+            process(1, vec![world(2, 1)]),
+        ]));
+        assert_eq!(targets(&m), vec![(0, Target::Rank(1), true)]);
+        assert_eq!(m.unmatched[0].tag, Some(5));
+    }
+
+    #[test]
+    fn a_pending_send_waits_for_a_posted_receive_any_source_included() {
+        let m = run(snapshot(vec![
+            process(0, vec![world(3, 0).sends(vec![send(1, 5, Status::Pending), send(2, 5, Status::Pending)])]),
+            process(1, vec![world(3, 1).recvs(vec![recv(None, Some(5))])]),
+            process(2, vec![world(3, 2)]),
+        ]));
+        assert_eq!(targets(&m), vec![(0, Target::Rank(2), true)]);
+        assert_eq!(m.unmatched[0].kind, OpKind::Send);
+    }
+
+    #[test]
+    fn any_source_waits_on_every_other_member() {
+        let m = run(snapshot(
+            (0..3)
+                .map(|r| process(r, vec![world(3, r as i64).recvs(vec![recv(None, Some(1))])]))
+                .collect(),
+        ));
+        assert_eq!(
+            m.waits[0].target,
+            Target::AnyOf {
+                ranks: vec![1, 2],
+                unknown_members: false
+            }
+        );
+        assert_eq!(m.unmatched[0].peer, None);
+        assert!(m.unmatched[0].any_source);
+    }
+
+    #[test]
+    fn any_source_on_an_unknown_group_is_unresolved() {
+        let m = run(snapshot(vec![
+            process(0, vec![world(2, 0), comm("--unnamed--", 2, 0).recvs(vec![recv(None, Some(1))]), comm("--unnamed--", 2, 0)]),
+            process(1, vec![world(2, 1), comm("--unnamed--", 2, 1), comm("--unnamed--", 2, 1)]),
+        ]));
+        assert_eq!(targets(&m), vec![(0, Target::Unresolved { others: 1 }, false)]);
+        assert!(m.waits[0].why.as_deref().unwrap().contains("world ranks are unknown"));
+        assert!(m.unmatched.is_empty());
+    }
+
+    #[test]
+    fn a_receive_on_an_unidentifiable_communicator_is_uncertain() {
+        // Two "dup" communicators with library groups: not told apart.
+        let m = run(snapshot(vec![
+            process(0, vec![world(2, 0), comm("dup", 2, 0).group(vec![0, 1]).recvs(vec![recv(Some(1), Some(1))]), comm("dup", 2, 0).group(vec![0, 1])]),
+            process(1, vec![world(2, 1), comm("dup", 2, 1).group(vec![0, 1]), comm("dup", 2, 1).group(vec![0, 1])]),
+        ]));
+        assert_eq!(targets(&m), vec![(0, Target::Rank(1), false)]);
+        assert!(m.waits[0].why.as_deref().unwrap().contains("more than one"));
+    }
+
+    #[test]
+    fn a_receive_from_an_unreadable_rank_is_a_certain_edge_to_it() {
+        let m = run(snapshot(vec![
+            process(0, vec![world(2, 0).recvs(vec![recv(Some(1), Some(1))])]),
+            failed(1, "no debug library"),
+        ]));
+        assert_eq!(targets(&m), vec![(0, Target::Rank(1), true)]);
+    }
+
+    #[test]
+    fn self_sends_and_receives() {
+        let m = run(snapshot(vec![process(
+            0,
+            vec![world(1, 0).recvs(vec![recv(Some(0), Some(1)), recv(Some(0), Some(2))]).sends(vec![send(0, 1, Status::Pending)])],
+        )]));
+        assert_eq!(targets(&m), vec![(0, Target::Rank(0), true)]);
+    }
+
+    #[test]
+    fn unknown_status_is_an_uncertain_wait() {
+        let mut r = recv(Some(1), Some(1));
+        r.status = Status::Unknown;
+        let m = run(snapshot(vec![
+            process(0, vec![world(2, 0).recvs(vec![r])]),
+            process(1, vec![world(2, 1)]),
+        ]));
+        assert_eq!(targets(&m), vec![(0, Target::Rank(1), false)]);
+        assert!(m.waits[0].why.as_deref().unwrap().contains("status is unknown"));
+    }
+
+    #[test]
+    fn an_unavailable_unexpected_queue_is_noted_once() {
+        let mut a = world(2, 0);
+        a.queues.unexpected = crate::snapshot::model::Queue::unavailable("not implemented");
+        let mut b = world(2, 1);
+        b.queues.unexpected = crate::snapshot::model::Queue::unavailable("not implemented");
+        let m = run(snapshot(vec![process(0, vec![a]), process(1, vec![b])]));
+        assert_eq!(m.notes.len(), 1);
+        assert!(m.notes[0].contains("ranks 0 and 1"));
+    }
+}
