@@ -219,8 +219,8 @@ fn components(succ: &BTreeMap<i64, Vec<i64>>) -> HashMap<i64, usize> {
         let mut stack = vec![s];
         while let Some(v) = stack.pop() {
             for &w in rev.get(&v).unwrap_or(&none) {
-                if !comp.contains_key(&w) {
-                    comp.insert(w, count);
+                if let std::collections::hash_map::Entry::Vacant(e) = comp.entry(w) {
+                    e.insert(count);
                     stack.push(w);
                 }
             }
@@ -266,7 +266,13 @@ impl Search {
     /// Elementary cycles starting at each node through larger nodes of its
     /// component; with `longest_only`, only the longest from the smallest
     /// node of each component (stopping once one covers it all).
-    fn elementary(&mut self, succ: &BTreeMap<i64, Vec<i64>>, comp: &HashMap<i64, usize>, starts: &[i64], longest_only: bool) {
+    fn elementary(
+        &mut self,
+        succ: &BTreeMap<i64, Vec<i64>>,
+        comp: &HashMap<i64, usize>,
+        starts: &[i64],
+        longest_only: bool,
+    ) {
         let none: Vec<i64> = Vec::new();
         for &s in starts {
             let size = if longest_only {
@@ -315,14 +321,14 @@ impl Search {
     }
 
     /// The shortest cycle through `m` within its component (breadth first).
-    fn through(&mut self, m: i64, succ: &BTreeMap<i64, Vec<i64>>, comp: &HashMap<i64, usize>) -> bool {
+    fn through(&mut self, m: i64, succ: &BTreeMap<i64, Vec<i64>>, comp: &HashMap<i64, usize>) -> Option<Vec<i64>> {
         let none: Vec<i64> = Vec::new();
         let mut parent: HashMap<i64, i64> = HashMap::new();
         let mut queue = VecDeque::from([m]);
         while let Some(v) = queue.pop_front() {
             for &w in succ.get(&v).unwrap_or(&none) {
                 if !self.step() {
-                    return false;
+                    return None;
                 }
                 if w == m {
                     let mut cycle = vec![v];
@@ -333,7 +339,7 @@ impl Search {
                     if cycle[0] != m {
                         cycle.insert(0, m);
                     }
-                    return self.add(cycle);
+                    return Some(cycle);
                 }
                 if comp.get(&w) == comp.get(&m) && w != m && !parent.contains_key(&w) {
                     parent.insert(w, v);
@@ -341,7 +347,7 @@ impl Search {
                 }
             }
         }
-        true
+        None
     }
 }
 
@@ -380,17 +386,32 @@ pub(crate) fn cycles(adj: &Blocking, limit: usize) -> Cycles {
             *s = (*s).min(*v);
         }
     }
+    let mut starts: Vec<i64> = Vec::new();
+    for (&c, &s) in &knot_starts {
+        // Everyone on ANY_SOURCE of one communicator: the members in order.
+        let members: Vec<i64> = all.keys().copied().filter(|v| comp.get(v) == Some(&c)).collect();
+        let ring = members
+            .iter()
+            .zip(members.iter().cycle().skip(1))
+            .all(|(a, b)| adj.get(a).is_some_and(|out| out.contains_key(b)));
+        if !(ring && search.add(members)) {
+            starts.push(s);
+        }
+    }
     if !search.cut {
-        let starts: Vec<i64> = knot_starts.values().copied().collect();
         search.elementary(&all, &comp, &starts, true);
     }
     // 3. Every rank on a cycle shows on one.
+    let mut shown: BTreeSet<i64> = search.found.iter().flatten().copied().collect();
     for &m in &on_cycle {
         if search.cut {
             break;
         }
-        if !search.found.iter().any(|c| c.contains(&m)) {
-            search.through(m, &all, &comp);
+        if !shown.contains(&m) {
+            if let Some(cycle) = search.through(m, &all, &comp) {
+                shown.extend(cycle.iter().copied());
+                search.add(cycle);
+            }
         }
     }
     Cycles {

@@ -85,6 +85,9 @@ fn key_infos(snap: &Snapshot) -> BTreeMap<NameKey, KeyInfo> {
                 info.claim(local as usize, i64::from(w));
             }
             if let Some(list) = &c.world_ranks {
+                if *list == info.group {
+                    continue; // nothing new (every process's MPI_COMM_WORLD)
+                }
                 if list.len() != info.group.len() {
                     info.conflict = true;
                 }
@@ -206,7 +209,9 @@ pub(crate) fn identify(snap: &Snapshot) -> CommIds {
     let mut listed: HashSet<(&str, i64, i64)> = HashSet::new();
     let mut readable: HashSet<i64> = HashSet::new();
     for p in snap.processes.iter().filter(|p| p.error.is_none()) {
-        let Some(me) = p.world_rank.map(i64::from) else { continue };
+        let Some(me) = p.world_rank.map(i64::from) else {
+            continue;
+        };
         readable.insert(me);
         for c in &p.communicators {
             if let Some((size, _)) = member(c) {
@@ -325,7 +330,9 @@ mod tests {
         infer(&mut s);
         let c = &s.processes[0].communicators[1];
         assert_eq!(c.world_ranks, Some(vec![None, Some(0), Some(1)]));
-        // Local 2 is rank 2, which is not in the snapshot: still unknown.
+        assert_eq!(c.queues.receives.operations[0].peer.world, Some(1));
+        // Rank 1 receives from local 0: rank 2, which is not in the snapshot.
+        let c = &s.processes[1].communicators[1];
         assert_eq!(c.queues.receives.operations[0].peer.world, None);
     }
 
@@ -333,7 +340,16 @@ mod tests {
     fn duplicated_names_are_left_unknown() {
         let mut s = snapshot(
             (0..2)
-                .map(|r| process(r, vec![world(2, r as i64), comm("--unnamed--", 2, r as i64), comm("--unnamed--", 2, r as i64)]))
+                .map(|r| {
+                    process(
+                        r,
+                        vec![
+                            world(2, r as i64),
+                            comm("--unnamed--", 2, r as i64),
+                            comm("--unnamed--", 2, r as i64),
+                        ],
+                    )
+                })
                 .collect(),
         );
         let report = infer(&mut s);

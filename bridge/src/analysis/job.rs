@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::snapshot::model::{Communicator, ProcessSnapshot, Snapshot};
 
 /// Communicators larger than this are treated as unusable data (a corrupt size).
-pub(crate) const MAX_GROUP: i64 = 1 << 22;
+pub(crate) const MAX_GROUP: i64 = 1 << 20;
 
 /// Starts of the messages `collect` writes when a process's communicator
 /// list was cut short: the process's queues are then not all known.
@@ -50,7 +50,9 @@ impl Job {
         let mut job = Job::default();
         for (pi, p) in snap.processes.iter().enumerate() {
             let Some(rank) = p.world_rank.map(i64::from) else {
-                let who = p.pid.map_or_else(|| "a process".to_string(), |pid| format!("process {pid}"));
+                let who = p
+                    .pid
+                    .map_or_else(|| "a process".to_string(), |pid| format!("process {pid}"));
                 job.notes
                     .push(format!("{who} has no known world rank and is left out of the analysis"));
                 continue;
@@ -95,7 +97,10 @@ impl Job {
             return;
         }
         let reason = if rank < 0 || rank >= self.size {
-            format!("it is outside MPI_COMM_WORLD (size {}) and not in the snapshot", self.size)
+            format!(
+                "it is outside MPI_COMM_WORLD (size {}) and not in the snapshot",
+                self.size
+            )
         } else {
             "it is not in the snapshot".to_string()
         };
@@ -152,10 +157,16 @@ fn unreadable(p: &ProcessSnapshot) -> Option<String> {
         for (queue, what) in [(&c.queues.receives, "receive"), (&c.queues.sends, "send")] {
             let why = queue.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
             if !queue.available {
-                return Some(format!("its {what} queue on {} is not available{why}", comm_words(&c.name)));
+                return Some(format!(
+                    "its {what} queue on {} is not available{why}",
+                    comm_words(&c.name)
+                ));
             }
             if queue.incomplete {
-                return Some(format!("its {what} queue on {} was cut short{why}", comm_words(&c.name)));
+                return Some(format!(
+                    "its {what} queue on {} was cut short{why}",
+                    comm_words(&c.name)
+                ));
             }
         }
     }

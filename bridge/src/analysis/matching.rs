@@ -11,6 +11,11 @@
 //! rendezvous send completes only once the receive is posted); complete
 //! and matched operations wait for nothing.
 //!
+//! A receive only a *complete* send satisfies, while the receiver's
+//! unexpected queue is readable (MPICH), is counted as satisfied but noted:
+//! an undelivered message would show in that queue, so it is in flight or
+//! went to an earlier receive — and then this receive still waits.
+//!
 //! The unexpected queue Open MPI 4.1 does not show is not needed to match
 //! posted receives: a receive is matched against the messages that arrived
 //! before it when it is posted, so a still pending receive has no
@@ -21,6 +26,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use super::groups::CommIds;
 use super::job::{comm_words, member, translate, Job};
 use super::model::{OpKind, Unmatched};
+use super::verdict::tag_words;
 use crate::snapshot::model::{Communicator, Operation, QueueKind, Snapshot, Status};
 
 /// Where an operation is in the snapshot.
@@ -113,6 +119,17 @@ fn tag_ok(r: &Operation, tag: Option<i64>) -> bool {
     r.any_tag || r.tag.is_none() || tag.is_none() || r.tag == tag
 }
 
+/// What satisfied a receive.
+enum Found {
+    /// A message already in the receiver's unexpected queue.
+    Arrived,
+    /// A pending send.
+    Pending,
+    /// A send its sender lists as complete (MPICH keeps small eager sends
+    /// listed until they are waited for).
+    Complete(OpAt),
+}
+
 /// The state of one pass of matching.
 struct Matcher<'a> {
     snap: &'a Snapshot,
@@ -120,6 +137,12 @@ struct Matcher<'a> {
     ids: &'a CommIds,
     /// `(communicator id, local rank)` → `(process, communicator)`.
     index: HashMap<(usize, i64), (usize, usize)>,
+    /// `(communicator id, destination local rank)` → the sends to it, with
+    /// their sender's local rank, in sender and queue order.
+    sends_to: HashMap<(usize, i64), Vec<(i64, OpAt)>>,
+    /// Receives satisfied only by a send listed as complete, while the
+    /// receiver's unexpected queue is readable: `(receiver, sender, op)`.
+    stale: Vec<(i64, OpAt, OpAt)>,
     /// Sends and unexpected messages already taken by a receive.
     used: HashSet<OpAt>,
     out: Matching,
@@ -128,18 +151,39 @@ struct Matcher<'a> {
 /// Matches every pending operation of the readable ranks.
 pub(crate) fn match_ops(snap: &Snapshot, job: &Job, ids: &CommIds) -> Matching {
     let mut index = HashMap::new();
+    let mut sends_to: HashMap<(usize, i64), Vec<(i64, OpAt)>> = HashMap::new();
     for &pi in job.procs.values() {
         for (ci, c) in snap.processes[pi].communicators.iter().enumerate() {
-            if let (Some(id), Some((_, local))) = (ids.get(pi, ci), member(c)) {
-                index.entry((id, local)).or_insert((pi, ci));
+            let (Some(id), Some((_, local))) = (ids.get(pi, ci), member(c)) else {
+                continue;
+            };
+            if index.contains_key(&(id, local)) {
+                continue;
+            }
+            index.insert((id, local), (pi, ci));
+            for (op, s) in c.queues.sends.operations.iter().enumerate() {
+                if let Some(dest) = send_dest(s) {
+                    let at = OpAt {
+                        process: pi,
+                        comm: ci,
+                        queue: QueueKind::Sends,
+                        op,
+                    };
+                    sends_to.entry((id, dest)).or_default().push((local, at));
+                }
             }
         }
+    }
+    for list in sends_to.values_mut() {
+        list.sort_by_key(|(sender, at)| (*sender, at.op));
     }
     let mut m = Matcher {
         snap,
         job,
         ids,
         index,
+        sends_to,
+        stale: Vec::new(),
         used: HashSet::new(),
         out: Matching::default(),
     };
@@ -149,13 +193,15 @@ pub(crate) fn match_ops(snap: &Snapshot, job: &Job, ids: &CommIds) -> Matching {
         .filter(|(r, _)| job.is_readable(**r))
         .map(|(r, p)| (*r, *p))
         .collect();
-    for &(rank, pi) in &readable {
+    // The receives an unknown rank does list still take the sends to it.
+    for (&rank, &pi) in &job.procs {
         m.receives(rank, pi);
     }
     // Sends last: a send is taken by whichever receive of its receiver matched it.
     for &(rank, pi) in &readable {
         m.sends(rank, pi);
     }
+    m.note_stale();
     let no_unexpected: BTreeSet<i64> = readable
         .iter()
         .filter(|(_, pi)| {
@@ -182,6 +228,49 @@ impl<'a> Matcher<'a> {
         &snap.processes[pi].communicators[ci]
     }
 
+    /// One note for the receives only a complete send satisfied, while the
+    /// receiver's unexpected queue is readable: that message either is in
+    /// flight or was already taken by an earlier receive (then this one still
+    /// waits). The receive counts as satisfied, as the send says it was sent.
+    fn note_stale(&mut self) {
+        if self.stale.is_empty() {
+            return;
+        }
+        let examples: Vec<String> = self
+            .stale
+            .iter()
+            .take(3)
+            .map(|(rank, at, send)| {
+                let c = self.comm(at.process, at.comm);
+                let r = &c.queues.receives.operations[at.op];
+                let from = self
+                    .rank_of(send.process)
+                    .map_or_else(|| "?".to_string(), |w| w.to_string());
+                format!(
+                    "rank {rank} from rank {from} on {} {}",
+                    comm_words(&c.name),
+                    tag_words(r.tag)
+                )
+            })
+            .collect();
+        let more = self.stale.len().saturating_sub(3);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        self.out.notes.push(format!(
+            "{} matched only by sends their senders list as complete, not by a message in the unexpected \
+             queue ({}{more}): if those messages were already received, these receives still wait",
+            if self.stale.len() == 1 {
+                "a receive is"
+            } else {
+                "receives are"
+            },
+            examples.join("; ")
+        ));
+    }
+
     /// World rank of the process at an index.
     fn rank_of(&self, pi: usize) -> Option<i64> {
         self.snap.processes[pi].world_rank.map(i64::from)
@@ -197,22 +286,27 @@ impl<'a> Matcher<'a> {
                     Status::Unknown => false,
                     Status::Matched | Status::Complete => continue,
                 };
-                if self.match_receive(pi, ci, la, size, op) {
-                    continue;
-                }
                 let at = OpAt {
                     process: pi,
                     comm: ci,
                     queue: QueueKind::Receives,
                     op: oi,
                 };
-                self.receive_wait(rank, at, la, size, op, certain);
+                let readable = self.job.is_readable(rank);
+                match self.match_receive(pi, ci, la, op) {
+                    Some(Found::Complete(send)) if readable && c.queues.unexpected.available => {
+                        self.stale.push((rank, at, send));
+                    }
+                    Some(_) => {}
+                    None if readable => self.receive_wait(rank, at, la, size, op, certain),
+                    None => {}
+                }
             }
         }
     }
 
     /// Finds and takes the message a receive matches, if any.
-    fn match_receive(&mut self, pi: usize, ci: usize, la: i64, size: i64, r: &Operation) -> bool {
+    fn match_receive(&mut self, pi: usize, ci: usize, la: i64, r: &Operation) -> Option<Found> {
         let c = self.comm(pi, ci);
         let source_ok = |src: Option<i64>| r.any_source || src.is_none() || src == r.peer.local;
         for (ui, u) in c.queues.unexpected.operations.iter().enumerate() {
@@ -224,40 +318,44 @@ impl<'a> Matcher<'a> {
             };
             if !self.used.contains(&at) && source_ok(msg_source(u)) && tag_ok(r, msg_tag(u)) {
                 self.used.insert(at);
-                return true;
+                return Some(Found::Arrived);
             }
         }
-        let id = self.ids.get(pi, ci);
-        let senders: Vec<(usize, usize)> = if r.any_source {
-            match id {
-                Some(id) => (0..size)
-                    .filter_map(|l| if l == la { Some((pi, ci)) } else { self.index.get(&(id, l)).copied() })
-                    .collect(),
-                None => vec![(pi, ci)],
-            }
-        } else {
-            match r.peer.local {
-                Some(l) if l == la => vec![(pi, ci)],
-                Some(l) => id.and_then(|id| self.index.get(&(id, l)).copied()).into_iter().collect(),
-                None => Vec::new(),
+        // Sends to this rank, in the order of their senders' local ranks and queues.
+        let own: Vec<(i64, OpAt)>;
+        let candidates: &[(i64, OpAt)] = match self.ids.get(pi, ci) {
+            Some(id) => self.sends_to.get(&(id, la)).map(Vec::as_slice).unwrap_or_default(),
+            None => {
+                own = (0..c.queues.sends.operations.len())
+                    .map(|op| {
+                        let at = OpAt {
+                            process: pi,
+                            comm: ci,
+                            queue: QueueKind::Sends,
+                            op,
+                        };
+                        (la, at)
+                    })
+                    .collect();
+                &own
             }
         };
-        for (q, cq) in senders {
-            for (si, s) in self.comm(q, cq).queues.sends.operations.iter().enumerate() {
-                let at = OpAt {
-                    process: q,
-                    comm: cq,
-                    queue: QueueKind::Sends,
-                    op: si,
-                };
-                let live = matches!(s.status, Status::Pending | Status::Complete);
-                if live && !self.used.contains(&at) && send_dest(s) == Some(la) && tag_ok(r, msg_tag(s)) {
-                    self.used.insert(at);
-                    return true;
-                }
+        for &(sender, at) in candidates {
+            if !r.any_source && r.peer.local != Some(sender) {
+                continue;
+            }
+            let s = &self.comm(at.process, at.comm).queues.sends.operations[at.op];
+            let live = matches!(s.status, Status::Pending | Status::Complete);
+            if live && !self.used.contains(&at) && send_dest(s) == Some(la) && tag_ok(r, msg_tag(s)) {
+                self.used.insert(at);
+                return Some(if s.status == Status::Complete {
+                    Found::Complete(at)
+                } else {
+                    Found::Pending
+                });
             }
         }
-        false
+        None
     }
 
     /// Who a specific peer (local rank `l`, not this process) is, and
@@ -272,16 +370,27 @@ impl<'a> Matcher<'a> {
         (world, found.is_some())
     }
 
+    /// Why a wait on a peer of a communicator could not be checked.
+    fn why_unchecked(&self, pi: usize, ci: usize, what: String, world: Option<i64>) -> String {
+        let c = self.comm(pi, ci);
+        let name = comm_words(&c.name);
+        if self.ids.get(pi, ci).is_none() {
+            let size = c.size.unwrap_or(0);
+            format!(
+                "{what} on {name}, which cannot be identified across processes ({})",
+                self.ids.why_not(&c.name, size)
+            )
+        } else if let Some(w) = world {
+            format!("{what} on {name}, which rank {w} does not list")
+        } else {
+            format!("{what} on {name}, whose world rank is unknown")
+        }
+    }
+
     fn receive_wait(&mut self, rank: i64, at: OpAt, la: i64, size: i64, op: &Operation, certain: bool) {
         let c = self.comm(at.process, at.comm);
         let id = self.ids.get(at.process, at.comm);
         let name = comm_words(&c.name);
-        let not_identified = || {
-            format!(
-                "{name} (size {size}) cannot be identified across processes: {}",
-                self.ids.why_not(&c.name, size)
-            )
-        };
         let (target, checked, mut why) = if op.any_source {
             match &c.world_ranks {
                 Some(group) => {
@@ -294,12 +403,13 @@ impl<'a> Matcher<'a> {
                         .collect();
                     ranks.sort_unstable();
                     ranks.dedup();
-                    let unknown_members =
-                        group.iter().enumerate().any(|(l, w)| l as i64 != la && w.is_none());
+                    let unknown_members = group.iter().enumerate().any(|(l, w)| l as i64 != la && w.is_none());
                     if ranks.is_empty() && !unknown_members {
                         ranks.push(rank);
                     }
-                    let why = id.is_none().then(not_identified);
+                    let why = id
+                        .is_none()
+                        .then(|| self.why_unchecked(at.process, at.comm, "an ANY_SOURCE receive".into(), None));
                     (Target::AnyOf { ranks, unknown_members }, id.is_some(), why)
                 }
                 None => (
@@ -318,12 +428,15 @@ impl<'a> Matcher<'a> {
                 Some(l) => match self.peer(at.process, at.comm, l, op) {
                     (Some(w), found) => {
                         let checked = found || !self.job.is_readable(w);
-                        (Target::Rank(w), checked, (!checked).then(not_identified))
+                        let why = (!checked).then(|| {
+                            self.why_unchecked(at.process, at.comm, format!("a receive from rank {w}"), Some(w))
+                        });
+                        (Target::Rank(w), checked, why)
                     }
                     (None, _) => (
                         Target::Unresolved { others: 1 },
                         false,
-                        Some(format!("a receive from local rank {l} of {name}, whose world rank is unknown")),
+                        Some(self.why_unchecked(at.process, at.comm, format!("a receive from local rank {l}"), None)),
                     ),
                 },
                 None => (
@@ -365,18 +478,14 @@ impl<'a> Matcher<'a> {
                     Some(l) => match self.peer(pi, ci, l, op) {
                         (Some(w), found) => {
                             let checked = found || !self.job.is_readable(w);
-                            let why = (!checked).then(|| {
-                                format!(
-                                    "{name} cannot be identified across processes: {}",
-                                    self.ids.why_not(&c.name, c.size.unwrap_or(0))
-                                )
-                            });
+                            let why =
+                                (!checked).then(|| self.why_unchecked(pi, ci, format!("a send to rank {w}"), Some(w)));
                             (Target::Rank(w), checked, why)
                         }
                         (None, _) => (
                             Target::Unresolved { others: 1 },
                             false,
-                            Some(format!("a send to local rank {l} of {name}, whose world rank is unknown")),
+                            Some(self.why_unchecked(pi, ci, format!("a send to local rank {l}"), None)),
                         ),
                     },
                     None => (
@@ -416,7 +525,11 @@ impl<'a> Matcher<'a> {
                     _ => None,
                 },
                 tag,
-                peer_local: if kind == OpKind::Send { send_dest(op) } else { op.peer.local },
+                peer_local: if kind == OpKind::Send {
+                    send_dest(op)
+                } else {
+                    op.peer.local
+                },
                 any_source: op.any_source,
                 any_tag: op.any_tag,
                 status: op.status,
@@ -481,7 +594,10 @@ mod tests {
     #[test]
     fn any_tag_matches_any_tag_and_a_send_is_taken_once() {
         let m = run(snapshot(vec![
-            process(0, vec![world(2, 0).recvs(vec![recv(Some(1), None), recv(Some(1), None)])]),
+            process(
+                0,
+                vec![world(2, 0).recvs(vec![recv(Some(1), None), recv(Some(1), None)])],
+            ),
             process(1, vec![world(2, 1).sends(vec![send(0, 9, Status::Pending)])]),
         ]));
         // The first receive takes the one send; the second still waits.
@@ -493,16 +609,56 @@ mod tests {
     #[test]
     fn mpich_complete_sends_satisfy_receives_but_never_wait() {
         let m = run(snapshot(vec![
-            process(0, vec![world(2, 0).recvs(vec![recv(Some(1), Some(5))]).sends(vec![send(1, 77, Status::Complete)])]),
+            process(
+                0,
+                vec![world(2, 0)
+                    .recvs(vec![recv(Some(1), Some(5))])
+                    .sends(vec![send(1, 77, Status::Complete)])],
+            ),
             process(1, vec![world(2, 1).sends(vec![send(0, 5, Status::Complete)])]),
         ]));
         assert!(m.waits.is_empty());
     }
 
     #[test]
+    fn any_source_takes_sends_in_sender_order_and_the_rest_wait() {
+        let m = run(snapshot(vec![
+            process(0, vec![world(3, 0).recvs(vec![recv(None, Some(5))])]),
+            process(1, vec![world(3, 1).sends(vec![send(0, 5, Status::Pending)])]),
+            process(2, vec![world(3, 2).sends(vec![send(0, 5, Status::Pending)])]),
+        ]));
+        assert_eq!(targets(&m), vec![(2, Target::Rank(0), true)]);
+    }
+
+    #[test]
+    fn a_complete_send_alone_is_noted_only_where_the_unexpected_queue_shows() {
+        let build = |unexpected_available: bool| {
+            let mut c = world(2, 0).recvs(vec![recv(Some(1), Some(5))]);
+            if !unexpected_available {
+                c.queues.unexpected = crate::snapshot::model::Queue::unavailable("no");
+            }
+            snapshot(vec![
+                process(0, vec![c]),
+                process(1, vec![world(2, 1).sends(vec![send(0, 5, Status::Complete)])]),
+            ])
+        };
+        let m = run(build(true));
+        assert!(m.waits.is_empty());
+        assert!(m.notes[0].starts_with("a receive is matched only by sends"));
+        let m = run(build(false));
+        assert!(m.waits.is_empty());
+        assert!(!m.notes.iter().any(|n| n.contains("list as complete")));
+    }
+
+    #[test]
     fn own_unexpected_messages_satisfy_receives() {
         let m = run(snapshot(vec![
-            process(0, vec![world(2, 0).recvs(vec![recv(Some(1), Some(5)), recv(Some(1), Some(6))]).unexp(vec![unexpected(1, 6)])]),
+            process(
+                0,
+                vec![world(2, 0)
+                    .recvs(vec![recv(Some(1), Some(5)), recv(Some(1), Some(6))])
+                    .unexp(vec![unexpected(1, 6)])],
+            ),
             process(1, vec![world(2, 1)]),
         ]));
         assert_eq!(targets(&m), vec![(0, Target::Rank(1), true)]);
@@ -512,7 +668,10 @@ mod tests {
     #[test]
     fn a_pending_send_waits_for_a_posted_receive_any_source_included() {
         let m = run(snapshot(vec![
-            process(0, vec![world(3, 0).sends(vec![send(1, 5, Status::Pending), send(2, 5, Status::Pending)])]),
+            process(
+                0,
+                vec![world(3, 0).sends(vec![send(1, 5, Status::Pending), send(2, 5, Status::Pending)])],
+            ),
             process(1, vec![world(3, 1).recvs(vec![recv(None, Some(5))])]),
             process(2, vec![world(3, 2)]),
         ]));
@@ -541,8 +700,18 @@ mod tests {
     #[test]
     fn any_source_on_an_unknown_group_is_unresolved() {
         let m = run(snapshot(vec![
-            process(0, vec![world(2, 0), comm("--unnamed--", 2, 0).recvs(vec![recv(None, Some(1))]), comm("--unnamed--", 2, 0)]),
-            process(1, vec![world(2, 1), comm("--unnamed--", 2, 1), comm("--unnamed--", 2, 1)]),
+            process(
+                0,
+                vec![
+                    world(2, 0),
+                    comm("--unnamed--", 2, 0).recvs(vec![recv(None, Some(1))]),
+                    comm("--unnamed--", 2, 0),
+                ],
+            ),
+            process(
+                1,
+                vec![world(2, 1), comm("--unnamed--", 2, 1), comm("--unnamed--", 2, 1)],
+            ),
         ]));
         assert_eq!(targets(&m), vec![(0, Target::Unresolved { others: 1 }, false)]);
         assert!(m.waits[0].why.as_deref().unwrap().contains("world ranks are unknown"));
@@ -553,11 +722,37 @@ mod tests {
     fn a_receive_on_an_unidentifiable_communicator_is_uncertain() {
         // Two "dup" communicators with library groups: not told apart.
         let m = run(snapshot(vec![
-            process(0, vec![world(2, 0), comm("dup", 2, 0).group(vec![0, 1]).recvs(vec![recv(Some(1), Some(1))]), comm("dup", 2, 0).group(vec![0, 1])]),
-            process(1, vec![world(2, 1), comm("dup", 2, 1).group(vec![0, 1]), comm("dup", 2, 1).group(vec![0, 1])]),
+            process(
+                0,
+                vec![
+                    world(2, 0),
+                    comm("dup", 2, 0).group(vec![0, 1]).recvs(vec![recv(Some(1), Some(1))]),
+                    comm("dup", 2, 0).group(vec![0, 1]),
+                ],
+            ),
+            process(
+                1,
+                vec![
+                    world(2, 1),
+                    comm("dup", 2, 1).group(vec![0, 1]),
+                    comm("dup", 2, 1).group(vec![0, 1]),
+                ],
+            ),
         ]));
         assert_eq!(targets(&m), vec![(0, Target::Rank(1), false)]);
         assert!(m.waits[0].why.as_deref().unwrap().contains("more than one"));
+    }
+
+    #[test]
+    fn an_unknown_rank_s_listed_receives_still_take_sends() {
+        let mut b = world(2, 1).recvs(vec![recv(Some(0), Some(4))]);
+        b.queues.sends.incomplete = true;
+        let m = run(snapshot(vec![
+            process(0, vec![world(2, 0).sends(vec![send(1, 4, Status::Pending)])]),
+            process(1, vec![b.recvs(vec![recv(Some(0), Some(4)), recv(Some(0), Some(5))])]),
+        ]));
+        // Rank 0's send is taken; rank 1's own waits are not known.
+        assert!(m.waits.is_empty());
     }
 
     #[test]
@@ -573,7 +768,9 @@ mod tests {
     fn self_sends_and_receives() {
         let m = run(snapshot(vec![process(
             0,
-            vec![world(1, 0).recvs(vec![recv(Some(0), Some(1)), recv(Some(0), Some(2))]).sends(vec![send(0, 1, Status::Pending)])],
+            vec![world(1, 0)
+                .recvs(vec![recv(Some(0), Some(1)), recv(Some(0), Some(2))])
+                .sends(vec![send(0, 1, Status::Pending)])],
         )]));
         assert_eq!(targets(&m), vec![(0, Target::Rank(0), true)]);
     }

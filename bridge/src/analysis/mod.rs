@@ -1,1 +1,110 @@
-//! Cross-rank analysis of a whole-job snapshot (being written).
+//! Cross-rank analysis of a whole-job snapshot: are the ranks stuck waiting
+//! on each other?
+//!
+//! 1. **Groups** ([`infer_groups`](crate::analysis::infer_groups)): MPICH's debug library has no
+//!    `mqs_get_comm_group`, so the world ranks of a communicator's members
+//!    are inferred across processes, keyed by `(name, size)` where that is
+//!    unambiguous.
+//! 2. **Matching**: each pending receive is matched against the sends its
+//!    source still lists (pending, or complete as MPICH keeps small eager
+//!    sends) and the unexpected messages already at the receiver; each
+//!    pending send against the receiver's posted receives.
+//! 3. **Wait-for graph** over world ranks: an unmatched receive from a
+//!    specific source, or an unmatched pending send, is an AND edge; an
+//!    unmatched `MPI_ANY_SOURCE` receive is a set of OR edges to every
+//!    other member of its communicator.
+//! 4. **Reduction** for the AND-OR model frees every rank whose waits can
+//!    be satisfied by free ranks; what stays is deadlocked, reported as
+//!    cycles (in wait order, from the smallest rank) and ranks blocked
+//!    behind them. Unknown ranks (unreadable, missing) may be free.
+//! 5. **Two samples**: a deadlock stands only if the operations behind it
+//!    are the same in both; changed queues mean the job is progressing.
+//!
+//! ```
+//! use mpiq::analysis::{analyze, render_text, Verdict};
+//! let snapshot = mpiq::Snapshot::default();
+//! let a = analyze(&snapshot, None);
+//! assert_eq!(a.verdict, Verdict::Unknown); // no process: nothing to say
+//! print!("{}", render_text(&a));
+//! ```
+//!
+//! What the analysis cannot see: whether a rank is actually blocked in an
+//! MPI call (a rank with a pending `MPI_Irecv` may be computing), and
+//! messages in flight or eager sends the library no longer lists. The
+//! verdict is about the pending operations; a second sample filters
+//! transient states.
+#![deny(missing_docs)]
+
+mod graph;
+mod groups;
+mod job;
+mod matching;
+mod model;
+mod progress;
+mod render;
+mod verdict;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod testutil;
+
+pub use model::{Analysis, Edge, EdgeKind, OpKind, Unmatched, Verdict};
+pub use render::{render_csv, render_dot, render_text};
+
+use crate::snapshot::model::Snapshot;
+
+/// Most cycles listed in [`Analysis::cycles`] (a note says when more exist).
+pub const MAX_CYCLES: usize = 100;
+
+/// Most edges listed in [`Analysis::edges`] (a note says when more exist;
+/// the verdict uses them all).
+pub const MAX_EDGES: usize = 20_000;
+
+/// Analyses a whole-job snapshot; with a `previous` sample of the same job,
+/// reports a deadlock only if the operations behind it did not change.
+///
+/// Neither snapshot is modified: groups are inferred on a copy.
+pub fn analyze(current: &Snapshot, previous: Option<&Snapshot>) -> Analysis {
+    analyze_samples(current, previous, None)
+}
+
+/// [`analyze`], with the time between the two samples for the notes
+/// ("the queues changed between two samples 200 ms apart").
+pub fn analyze_samples(current: &Snapshot, previous: Option<&Snapshot>, interval_ms: Option<u64>) -> Analysis {
+    let mut snap = current.clone();
+    let report = groups::infer(&mut snap);
+    let mut notes: Vec<String> = report.note().into_iter().collect();
+    let ids = groups::identify(&snap);
+    let mut job = job::Job::new(&snap);
+    notes.append(&mut job.notes);
+    let mut matching = matching::match_ops(&snap, &job, &ids);
+    for w in &matching.waits {
+        for &r in w.target.ranks() {
+            job.add_referenced(r);
+        }
+    }
+    notes.append(&mut matching.notes);
+    let progress = previous.map(|prev| progress::compare(&snap, prev, &matching.waits));
+    verdict::conclude(verdict::Inputs {
+        job: &job,
+        matching,
+        progress,
+        interval_ms,
+        notes,
+    })
+}
+
+/// Fills `world_ranks` of communicators where the library gave none, from
+/// what every process says of its own place in them, and sets
+/// `world_ranks_source = "inferred"`; then fills the null `peer.world` and
+/// `actual.world` of the operations on those communicators.
+///
+/// A communicator is keyed by `(name, size)`; a key is used only when no
+/// process lists two communicators with it (MPICH's `--unnamed--` ones stay
+/// unknown) and no two world ranks claim one local rank (or one world rank
+/// two). Positions no process claims stay null; data the library gave is
+/// never overwritten.
+pub fn infer_groups(snapshot: &mut Snapshot) {
+    groups::infer(snapshot);
+}

@@ -59,14 +59,6 @@ fn with_session<R>(handle: *mut c_void, fallback: R, what: &str, f: impl FnOnce(
     // library's state down before dropping the session), and calls are
     // serialized by the library lock, so no other reference is active.
     let session = unsafe { &mut *(handle as *mut Session<'_>) };
-    if session.interrupted || session.limit_hit {
-        return fallback;
-    }
-    session.callbacks += 1;
-    if session.callbacks > super::session::MAX_CALLBACKS {
-        session.limit_hit = true;
-        return fallback;
-    }
     match catch_unwind(AssertUnwindSafe(|| f(session))) {
         Ok(r) => r,
         Err(_) => {
@@ -76,6 +68,22 @@ fn with_session<R>(handle: *mut c_void, fallback: R, what: &str, f: impl FnOnce(
             fallback
         }
     }
+}
+
+/// Whether a callback that asks the target must fail without asking: after
+/// an interruption, or once the library made too many callbacks. (Callbacks
+/// that only hand back the library's own info pointers keep working: the
+/// library dereferences what they return.)
+fn stopped(s: &mut Session<'_>) -> bool {
+    if s.interrupted || s.limit_hit {
+        return true;
+    }
+    s.callbacks += 1;
+    if s.callbacks > super::session::MAX_CALLBACKS {
+        s.limit_hit = true;
+        return true;
+    }
+    false
 }
 
 /// The session behind an `mqs_image *` / `mqs_process *`.
@@ -182,7 +190,11 @@ unsafe extern "C" fn cb_get_type_sizes(process: *mut mqs_process, sizes: *mut mq
         return;
     }
     with_session(session_of(process), (), "get_type_sizes", |s| {
-        let t = match s.target.type_sizes() {
+        let t = match if stopped(s) {
+            Ok(crate::target::TypeSizes::LP64)
+        } else {
+            s.target.type_sizes()
+        } {
             Ok(t) => t,
             Err(e) => {
                 s.fail(e);
@@ -209,6 +221,9 @@ fn lookup_address(
     f: fn(&mut Session<'_>, &str) -> Result<Option<u64>, TargetError>,
 ) -> c_int {
     with_session(session_of(image), code::INTERNAL, what, |s| {
+        if stopped(s) {
+            return code::INTERRUPTED;
+        }
         // SAFETY: the library passes a NUL-terminated name.
         let Some(name) = (unsafe { arg_str(name) }) else {
             return code::BAD_ARGUMENT;
@@ -242,6 +257,9 @@ unsafe extern "C" fn cb_find_symbol(image: *mut mqs_image, name: *mut c_char, ad
 
 unsafe extern "C" fn cb_find_type(image: *mut mqs_image, name: *mut c_char, _lang: mqs_lang_code) -> *mut mqs_type {
     with_session(session_of(image), std::ptr::null_mut(), "find_type", |s| {
+        if stopped(s) {
+            return std::ptr::null_mut();
+        }
         // SAFETY: the library passes a NUL-terminated name.
         let Some(name) = (unsafe { arg_str(name) }) else {
             return std::ptr::null_mut();
@@ -277,6 +295,9 @@ unsafe extern "C" fn cb_field_offset(ty: *mut mqs_type, field: *mut c_char) -> c
         return -1;
     };
     with_session(session, -1, "field_offset", |s| {
+        if stopped(s) {
+            return -1;
+        }
         // SAFETY: the library passes a NUL-terminated field name.
         let Some(field) = (unsafe { arg_str(field) }) else {
             return -1;
@@ -296,12 +317,14 @@ unsafe extern "C" fn cb_sizeof(ty: *mut mqs_type) -> c_int {
     let Some((session, id)) = type_of(ty) else {
         return 0;
     };
-    with_session(session, 0, "sizeof", |s| match s.target.size_of(id) {
-        Ok(Some(n)) => c_int::try_from(n).unwrap_or(0),
-        Ok(None) => 0,
-        Err(e) => {
-            s.fail(e);
-            0
+    with_session(session, 0, "sizeof", |s| {
+        match if stopped(s) { Ok(None) } else { s.target.size_of(id) } {
+            Ok(Some(n)) => c_int::try_from(n).unwrap_or(0),
+            Ok(None) => 0,
+            Err(e) => {
+                s.fail(e);
+                0
+            }
         }
     })
 }
@@ -328,11 +351,10 @@ unsafe extern "C" fn cb_fetch_data(
     if session.is_null() {
         return code::BAD_ARGUMENT;
     }
-    // SAFETY: see with_session: a live, exclusively used session.
-    if unsafe { (*(session as *mut Session<'_>)).interrupted } {
-        return code::INTERRUPTED;
-    }
     with_session(session, code::INTERNAL, "fetch_data", |s| {
+        if stopped(s) {
+            return code::INTERRUPTED;
+        }
         s.fetch_calls += 1;
         let Ok(len) = usize::try_from(size) else {
             return code::BAD_ARGUMENT;

@@ -1,0 +1,421 @@
+//! The verdict: runs the reductions over the waits, names the cycles, and
+//! says what it all means in plain words.
+//!
+//! `deadlock` when some readable ranks cannot be freed even assuming the
+//! best of everything unknown (and, with two samples, their waits did not
+//! change); else `unknown` when a rank could not be read or some rank is
+//! freed only by assuming the best; else `no_deadlock`.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use super::graph::{self, Assume, Blocking, Facts};
+use super::job::{comm_words, Job};
+use super::matching::{Matching, Target, Wait};
+use super::model::{Analysis, Edge, EdgeKind, OpKind, Verdict};
+use super::progress::Progress;
+use super::{MAX_CYCLES, MAX_EDGES};
+
+/// Most reasons for undecided waits listed in the notes.
+const NOTE_REASONS: usize = 20;
+
+/// Most steps of the first cycle the summary spells out.
+const SUMMARY_STEPS: usize = 10;
+
+/// Everything the conclusion is drawn from.
+pub(crate) struct Inputs<'a> {
+    /// The job's ranks.
+    pub job: &'a Job,
+    /// The matched and unmatched operations.
+    pub matching: Matching,
+    /// The comparison with a previous sample, if one was given.
+    pub progress: Option<Progress>,
+    /// Time between the samples, when the caller knows it.
+    pub interval_ms: Option<u64>,
+    /// Notes so far (inference, ranks, matching).
+    pub notes: Vec<String>,
+}
+
+/// Ranks in words: "rank 3", "ranks 0 and 1", "ranks 0-7, 9 and 12".
+pub(crate) fn ranks_words(ranks: &[i64]) -> String {
+    let mut sorted = ranks.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
+            j += 1;
+        }
+        if j >= i + 2 {
+            parts.push(format!("{}-{}", sorted[i], sorted[j]));
+        } else {
+            parts.extend(sorted[i..=j].iter().map(i64::to_string));
+        }
+        i = j + 1;
+    }
+    let one = sorted.len() == 1;
+    let list = match parts.len() {
+        0 => String::new(),
+        1 => parts.remove(0),
+        n => format!("{} and {}", parts[..n - 1].join(", "), parts[n - 1]),
+    };
+    format!("{} {list}", if one { "rank" } else { "ranks" })
+}
+
+/// A tag in words.
+pub(crate) fn tag_words(tag: Option<i64>) -> String {
+    tag.map_or_else(|| "any tag".to_string(), |t| format!("tag {t}"))
+}
+
+/// One wait in words, as seen from its rank.
+pub(crate) fn wait_words(w: &Wait) -> String {
+    let on = format!("on {} {}", comm_words(&w.communicator), tag_words(w.tag));
+    let who = |b: i64| {
+        if b == w.rank {
+            "itself".to_string()
+        } else {
+            format!("rank {b}")
+        }
+    };
+    match (&w.target, w.op) {
+        (Target::Rank(b), OpKind::Receive) => format!("rank {} waits for {} {on}", w.rank, who(*b)),
+        (Target::Rank(b), OpKind::Send) => {
+            format!("rank {} waits for {} to receive its send {on}", w.rank, who(*b))
+        }
+        (Target::AnyOf { ranks, .. }, _) => format!(
+            "rank {} waits for any of {} (ANY_SOURCE) {on}",
+            w.rank,
+            ranks_words(ranks)
+        ),
+        (Target::Unresolved { .. }, OpKind::Receive) => format!("rank {} waits for an unknown rank {on}", w.rank),
+        (Target::Unresolved { .. }, OpKind::Send) => {
+            format!("rank {} waits for an unknown rank to receive its send {on}", w.rank)
+        }
+    }
+}
+
+/// The wait behind the blocking edge `a → b`.
+fn step<'w>(waits: &'w [Wait], of: &HashMap<i64, Vec<usize>>, adj: &Blocking, a: i64, b: i64) -> Option<&'w Wait> {
+    let (and, or) = adj.get(&a)?.get(&b).copied()?;
+    of.get(&a)?
+        .iter()
+        .map(|&i| &waits[i])
+        .filter(|w| w.certain)
+        .find(|w| match &w.target {
+            Target::Rank(t) => and && *t == b,
+            Target::AnyOf { ranks, .. } => or && !and && ranks.contains(&b),
+            Target::Unresolved { .. } => false,
+        })
+}
+
+/// The edges of the certain waits (at most [`MAX_EDGES`]).
+fn edges(waits: &[Wait], notes: &mut Vec<String>) -> Vec<Edge> {
+    let mut out = Vec::new();
+    let mut left = 0usize;
+    for w in waits.iter().filter(|w| w.certain) {
+        let Some(wait) = w.unmatched else { continue };
+        let (kind, to): (EdgeKind, &[i64]) = match &w.target {
+            Target::Rank(b) => (EdgeKind::And, std::slice::from_ref(b)),
+            Target::AnyOf { ranks, .. } => (EdgeKind::Or, ranks),
+            Target::Unresolved { .. } => continue,
+        };
+        for &b in to {
+            if out.len() == MAX_EDGES {
+                left += 1;
+                continue;
+            }
+            out.push(Edge {
+                from: w.rank,
+                to: b,
+                kind,
+                communicator: w.communicator.clone(),
+                tag: w.tag,
+                op: w.op,
+                wait,
+            });
+        }
+    }
+    if left > 0 {
+        notes.push(format!(
+            "the edge list stops at {MAX_EDGES} edges; {left} more are left out (the analysis used them all)"
+        ));
+    }
+    out
+}
+
+/// Why an undecided rank may be stuck.
+fn why_undecided(rank: i64, waits: &[Wait], worst_free: &BTreeSet<i64>, inp: &Inputs<'_>) -> String {
+    if let Some(why) = inp.progress.as_ref().and_then(|p| p.unconfirmed.get(&rank)) {
+        return format!("its wait is not confirmed by the previous sample: {why}");
+    }
+    for w in waits.iter().filter(|w| w.rank == rank) {
+        if !w.certain {
+            if let Some(why) = &w.why {
+                return why.clone();
+            }
+        }
+        match &w.target {
+            Target::Rank(b) if !worst_free.contains(b) => {
+                return if inp.job.unknown.contains_key(b) {
+                    format!("it waits for rank {b}, whose queues could not be read")
+                } else {
+                    format!("it waits for rank {b}, which may be stuck")
+                };
+            }
+            Target::AnyOf { ranks, .. } if !ranks.iter().any(|b| worst_free.contains(b)) => {
+                return format!(
+                    "{}, and none of them is known to run",
+                    wait_words(w).replacen(&format!("rank {rank} "), "it ", 1)
+                );
+            }
+            Target::Unresolved { .. } => {
+                if let Some(why) = &w.why {
+                    return why.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+    "it depends on ranks whose state is unknown".to_string()
+}
+
+/// The unknown ranks in words, grouped by reason.
+fn unknown_words(job: &Job) -> String {
+    let mut by_reason: Vec<(String, Vec<i64>)> = Vec::new();
+    for (r, why) in &job.unknown {
+        match by_reason.iter_mut().find(|(w, _)| w == why) {
+            Some((_, ranks)) => ranks.push(*r),
+            None => by_reason.push((why.clone(), vec![*r])),
+        }
+    }
+    let ranks: Vec<i64> = job.unknown.keys().copied().collect();
+    let reasons: Vec<String> = by_reason
+        .iter()
+        .take(4)
+        .map(|(why, rs)| {
+            if by_reason.len() == 1 {
+                why.clone()
+            } else {
+                format!("{}: {why}", ranks_words(rs))
+            }
+        })
+        .collect();
+    let more = if by_reason.len() > 4 { "; ..." } else { "" };
+    format!(
+        "the queues of {} could not be read ({}{more})",
+        ranks_words(&ranks),
+        reasons.join("; ")
+    )
+}
+
+fn interval_words(ms: Option<u64>) -> String {
+    ms.map_or_else(|| "two samples".to_string(), |ms| format!("two samples {ms} ms apart"))
+}
+
+/// Draws the conclusion.
+pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
+    let job = inp.job;
+    let waits = &inp.matching.waits;
+    let mut notes = inp.notes.clone();
+    let nodes = job.nodes();
+    let unknown: BTreeSet<i64> = job.unknown.keys().copied().collect();
+    let none = BTreeSet::new();
+    let progressed: BTreeSet<i64> = inp
+        .progress
+        .as_ref()
+        .map(|p| p.changed.keys().copied().collect())
+        .unwrap_or_default();
+    let unconfirmed: BTreeSet<i64> = inp
+        .progress
+        .as_ref()
+        .map(|p| p.unconfirmed.keys().copied().collect())
+        .unwrap_or_default();
+    let facts = Facts {
+        nodes: &nodes,
+        waits,
+        unknown: &unknown,
+        progressed: &progressed,
+        unconfirmed: &unconfirmed,
+    };
+    let best = graph::reduce(&facts, Assume::Best);
+    let worst = graph::reduce(&facts, Assume::Worst);
+    let dead: BTreeSet<i64> = nodes.difference(&best).copied().collect();
+    let undecided: BTreeSet<i64> = best
+        .difference(&worst)
+        .filter(|r| !unknown.contains(r))
+        .copied()
+        .collect();
+    // What one sample alone would say, to tell what the second one changed.
+    let dead_alone: BTreeSet<i64> = if inp.progress.is_some() {
+        let alone = Facts {
+            progressed: &none,
+            unconfirmed: &none,
+            ..facts
+        };
+        nodes
+            .difference(&graph::reduce(&alone, Assume::Best))
+            .copied()
+            .collect()
+    } else {
+        dead.clone()
+    };
+    let adj = graph::blocking(&dead, waits);
+    let found = graph::cycles(&adj, MAX_CYCLES);
+    let blocked: Vec<i64> = dead.difference(&found.on_cycle).copied().collect();
+    if found.cut {
+        notes.push(format!(
+            "the cycle list was cut short ({} listed, at most {MAX_CYCLES}): more cycles exist",
+            found.cycles.len()
+        ));
+    }
+    let cleared: Vec<i64> = dead_alone.difference(&dead).copied().collect();
+    let mut progress_words = None;
+    if let Some(p) = &inp.progress {
+        if !p.changed.is_empty() {
+            let moved: Vec<i64> = p.changed.keys().copied().collect();
+            let first = p.changed.iter().next().map(|(r, why)| format!("rank {r}: {why}"));
+            let words = format!(
+                "the queues changed between {}: the job is progressing",
+                interval_words(inp.interval_ms)
+            );
+            notes.push(format!(
+                "{words} ({} changed their waiting operations; {})",
+                ranks_words(&moved),
+                first.unwrap_or_default()
+            ));
+            progress_words = Some(words);
+        }
+        for (r, why) in &p.unconfirmed {
+            if dead_alone.contains(r) || undecided.contains(r) {
+                notes.push(format!(
+                    "rank {r}: its wait is not confirmed by the previous sample: {why}"
+                ));
+            }
+        }
+    }
+    // Why waits could not be decided, once each, at most NOTE_REASONS.
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut more = 0usize;
+    for w in waits.iter().filter(|w| !w.certain) {
+        if let Some(why) = &w.why {
+            let line = format!("rank {}: {why}", w.rank);
+            if seen.len() == NOTE_REASONS {
+                more += usize::from(!seen.contains(&line));
+            } else if seen.insert(line.clone()) {
+                notes.push(line);
+            }
+        }
+    }
+    if more > 0 {
+        notes.push(format!("and {more} more waits that could not be decided"));
+    }
+
+    let verdict = if !dead.is_empty() {
+        Verdict::Deadlock
+    } else if !unknown.is_empty() || !undecided.is_empty() || nodes.is_empty() {
+        Verdict::Unknown
+    } else {
+        Verdict::NoDeadlock
+    };
+    if verdict == Verdict::Deadlock && inp.progress.is_none() {
+        notes.push(
+            "decided on one sample: a message in flight (or an eager send Open MPI no longer lists) does not \
+             show; a second sample a moment later confirms a deadlock"
+                .to_string(),
+        );
+    }
+
+    let summary = match verdict {
+        Verdict::Deadlock => {
+            let mut parts: Vec<String> = Vec::new();
+            if let Some(cycle) = found.cycles.first() {
+                let mut of: HashMap<i64, Vec<usize>> = HashMap::new();
+                for (i, w) in waits.iter().enumerate() {
+                    of.entry(w.rank).or_default().push(i);
+                }
+                for (i, &a) in cycle.iter().enumerate().take(SUMMARY_STEPS) {
+                    let b = cycle[(i + 1) % cycle.len()];
+                    if let Some(w) = step(waits, &of, &adj, a, b) {
+                        parts.push(wait_words(w));
+                    }
+                }
+                if cycle.len() > SUMMARY_STEPS {
+                    parts.push(format!("... (a cycle of {} ranks)", cycle.len()));
+                }
+                if found.cycles.len() > 1 {
+                    let n = found.cycles.len() - 1;
+                    parts.push(format!("{n} more cycle{}", if n == 1 { "" } else { "s" }));
+                }
+            } else {
+                let d: Vec<i64> = dead.iter().copied().collect();
+                parts.push(format!(
+                    "{} wait for messages only stuck ranks could send",
+                    ranks_words(&d)
+                ));
+            }
+            if !blocked.is_empty() && !found.cycles.is_empty() {
+                let verb = if blocked.len() == 1 { "is" } else { "are" };
+                parts.push(format!("{} {verb} blocked behind it", ranks_words(&blocked)));
+            }
+            if !unknown.is_empty() {
+                parts.push(unknown_words(job));
+            }
+            format!("deadlock: {}", parts.join("; "))
+        }
+        Verdict::Unknown => {
+            let mut parts: Vec<String> = Vec::new();
+            if nodes.is_empty() {
+                parts.push("the snapshot holds no process with a known rank".to_string());
+            }
+            if !unknown.is_empty() {
+                parts.push(unknown_words(job));
+            }
+            for &r in undecided.iter().take(3) {
+                parts.push(format!(
+                    "rank {r} may be stuck: {}",
+                    why_undecided(r, waits, &worst, &inp)
+                ));
+            }
+            if undecided.len() > 3 {
+                let rest: Vec<i64> = undecided.iter().skip(3).copied().collect();
+                parts.push(format!("and {} may be stuck too", ranks_words(&rest)));
+            }
+            format!("unknown: {}", parts.join("; "))
+        }
+        Verdict::NoDeadlock => match (&progress_words, cleared.is_empty()) {
+            (Some(words), false) => format!("no deadlock: {words}"),
+            _ => "no deadlock found: every pending receive has a matching send or the sender can still run".to_string(),
+        },
+    };
+
+    let mut edge_notes = Vec::new();
+    let edges = edges(waits, &mut edge_notes);
+    notes.extend(edge_notes);
+    Analysis {
+        verdict,
+        summary,
+        cycles: found.cycles,
+        blocked,
+        edges,
+        unmatched: inp.matching.unmatched.clone(),
+        unknown_ranks: unknown.into_iter().collect(),
+        undecided: undecided.into_iter().collect(),
+        progressing: progressed.into_iter().collect(),
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_in_words() {
+        assert_eq!(ranks_words(&[3]), "rank 3");
+        assert_eq!(ranks_words(&[1, 0]), "ranks 0 and 1");
+        assert_eq!(ranks_words(&[0, 1, 2, 3, 5, 9, 10]), "ranks 0-3, 5, 9 and 10");
+        assert_eq!(tag_words(None), "any tag");
+        assert_eq!(tag_words(Some(7)), "tag 7");
+    }
+}

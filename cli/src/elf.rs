@@ -1,0 +1,401 @@
+//! One ELF object file on disk: its program headers, its symbol tables and
+//! the links to its separate debug information. The DWARF itself is loaded
+//! lazily (see [`crate::dwarf`]), the first time a type is asked for.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use mpiq::ByteOrder;
+use object::elf::{PT_DYNAMIC, PT_LOAD};
+use object::read::elf::{FileHeader, ProgramHeader};
+use object::{Object, ObjectSymbol, SymbolKind};
+
+use crate::dwarf::DebugInfo;
+
+/// Why an object file could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ElfError {
+    /// The file could not be opened or mapped.
+    #[error("cannot open {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The file is not an ELF file (shared memory segments, locale archives, fonts...).
+    #[error("{0} is not an ELF file")]
+    NotElf(PathBuf),
+    /// The file is an ELF file `object` could not parse.
+    #[error("cannot parse ELF file {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What `object` said.
+        source: object::Error,
+    },
+}
+
+/// A `PT_LOAD` program header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadSegment {
+    /// `p_vaddr`
+    pub vaddr: u64,
+    /// `p_memsz`
+    pub memsz: u64,
+    /// `p_offset`
+    pub offset: u64,
+    /// `p_filesz`
+    pub filesz: u64,
+    /// `p_align`
+    pub align: u64,
+}
+
+/// What kind of ELF file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElfKind {
+    /// `ET_EXEC`: a position-dependent executable.
+    Executable,
+    /// `ET_DYN`: a shared library or a PIE executable.
+    Dynamic,
+    /// `ET_CORE`: a core file.
+    Core,
+    /// Anything else (`ET_REL`, ...).
+    Other,
+}
+
+/// A symbol's link-time address and binding.
+#[derive(Clone, Copy, Debug)]
+struct SymbolEntry {
+    addr: u64,
+    size: u64,
+    global: bool,
+}
+
+/// Symbols by name, one kind (data or functions).
+#[derive(Debug, Default)]
+pub(crate) struct SymbolTable {
+    map: HashMap<Box<str>, SymbolEntry>,
+}
+
+impl SymbolTable {
+    fn insert(&mut self, name: &str, addr: u64, size: u64, global: bool) {
+        let new = SymbolEntry { addr, size, global };
+        match self.map.get_mut(name) {
+            // A global definition wins over a local (static) one of the same name.
+            Some(e) if !e.global && global => *e = new,
+            Some(_) => {}
+            None => {
+                self.map.insert(name.into(), new);
+            }
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<(u64, u64)> {
+        self.map.get(name).map(|e| (e.addr, e.size))
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+/// Data and function symbols of one file.
+#[derive(Debug, Default)]
+pub(crate) struct Symbols {
+    pub(crate) data: SymbolTable,
+    pub(crate) functions: SymbolTable,
+    pub(crate) has_symtab: bool,
+}
+
+impl Symbols {
+    /// Reads `.symtab` and `.dynsym` of a parsed file.
+    pub(crate) fn read(file: &object::File<'_>) -> Symbols {
+        let mut syms = Symbols {
+            has_symtab: file.symbol_table().is_some(),
+            ..Symbols::default()
+        };
+        for sym in file.symbols().chain(file.dynamic_symbols()) {
+            if sym.is_undefined() {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            if name.is_empty() {
+                continue;
+            }
+            let global = sym.is_global();
+            match sym.kind() {
+                SymbolKind::Data => syms.data.insert(name, sym.address(), sym.size(), global),
+                SymbolKind::Text => syms.functions.insert(name, sym.address(), sym.size(), global),
+                _ => {}
+            }
+        }
+        syms
+    }
+}
+
+/// The links an object has to its separate debug information.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DebugLinks {
+    /// `NT_GNU_BUILD_ID`
+    pub build_id: Option<Vec<u8>>,
+    /// `.gnu_debuglink`: file name and CRC-32 of the debug file.
+    pub debuglink: Option<(String, u32)>,
+    /// `.gnu_debugaltlink`: path and build id of the supplementary (dwz) file.
+    pub altlink: Option<(String, Vec<u8>)>,
+}
+
+/// A mapped, parsed ELF object. Shared between every process that maps the
+/// same file (see [`crate::cache`]).
+pub struct ElfObject {
+    path: PathBuf,
+    data: &'static [u8],
+    is_64: bool,
+    byte_order: ByteOrder,
+    kind: ElfKind,
+    entry: u64,
+    loads: Vec<LoadSegment>,
+    dynamic: Option<u64>,
+    symbols: Symbols,
+    links: DebugLinks,
+    has_dwarf: bool,
+    debug: OnceLock<Result<Option<Arc<DebugInfo>>, String>>,
+}
+
+impl std::fmt::Debug for ElfObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ElfObject")
+            .field("path", &self.path)
+            .field("kind", &self.kind)
+            .field("loads", &self.loads)
+            .field("data_symbols", &self.symbols.data.len())
+            .field("function_symbols", &self.symbols.functions.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Maps a whole file for the rest of the run.
+///
+/// Objects are cached for the life of the process (a 16-rank job reads
+/// `libmpi.so` once), so the mapping is never unmapped: it is leaked on
+/// purpose and costs address space, not memory.
+pub(crate) fn map_file(path: &Path) -> Result<&'static [u8], ElfError> {
+    let io = |source| ElfError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io)?;
+    if file.metadata().map_err(io)?.len() == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: the mapping is read-only and private. Another process could
+    // still truncate the file underneath us (SIGBUS on access); that is the
+    // same risk every debugger and the dynamic loader take with the objects
+    // of a running program, and the files read here are installed libraries.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    Ok(Box::leak(Box::new(map)))
+}
+
+/// Whether the file starts with the ELF magic (cheap: reads 4 bytes).
+pub fn has_elf_magic(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .map(|()| magic == *b"\x7fELF")
+        .unwrap_or(false)
+}
+
+fn program_headers<Elf: FileHeader>(data: &[u8]) -> object::Result<(Vec<LoadSegment>, Option<u64>)> {
+    let header = Elf::parse(data)?;
+    let endian = header.endian()?;
+    let mut loads = Vec::new();
+    let mut dynamic = None;
+    for ph in header.program_headers(endian, data)? {
+        let vaddr: u64 = ph.p_vaddr(endian).into();
+        match ph.p_type(endian) {
+            PT_LOAD => loads.push(LoadSegment {
+                vaddr,
+                memsz: ph.p_memsz(endian).into(),
+                offset: ph.p_offset(endian).into(),
+                filesz: ph.p_filesz(endian).into(),
+                align: ph.p_align(endian).into(),
+            }),
+            PT_DYNAMIC => dynamic = Some(vaddr),
+            _ => {}
+        }
+    }
+    Ok((loads, dynamic))
+}
+
+impl ElfObject {
+    /// Maps and parses an ELF file (symbols and headers; no DWARF yet).
+    pub fn open(path: &Path) -> Result<ElfObject, ElfError> {
+        if !has_elf_magic(path) {
+            return Err(ElfError::NotElf(path.to_path_buf()));
+        }
+        let data = map_file(path)?;
+        Self::parse(path, data)
+    }
+
+    /// Parses an ELF image already in memory.
+    pub(crate) fn parse(path: &Path, data: &'static [u8]) -> Result<ElfObject, ElfError> {
+        let perr = |source| ElfError::Parse {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = object::File::parse(data).map_err(perr)?;
+        let is_64 = file.is_64();
+        let (loads, dynamic) = if is_64 {
+            program_headers::<object::elf::FileHeader64<object::Endianness>>(data)
+        } else {
+            program_headers::<object::elf::FileHeader32<object::Endianness>>(data)
+        }
+        .map_err(perr)?;
+        let kind = match file.kind() {
+            object::ObjectKind::Executable => ElfKind::Executable,
+            object::ObjectKind::Dynamic => ElfKind::Dynamic,
+            object::ObjectKind::Core => ElfKind::Core,
+            _ => ElfKind::Other,
+        };
+        let links = DebugLinks {
+            build_id: file.build_id().ok().flatten().map(<[u8]>::to_vec),
+            debuglink: file
+                .gnu_debuglink()
+                .ok()
+                .flatten()
+                .map(|(name, crc)| (String::from_utf8_lossy(name).into_owned(), crc)),
+            altlink: file
+                .gnu_debugaltlink()
+                .ok()
+                .flatten()
+                .map(|(p, id)| (String::from_utf8_lossy(p).into_owned(), id.to_vec())),
+        };
+        let has_dwarf = crate::dwarf::has_debug_info(&file);
+        Ok(ElfObject {
+            path: path.to_path_buf(),
+            data,
+            is_64,
+            byte_order: if file.is_little_endian() {
+                ByteOrder::Little
+            } else {
+                ByteOrder::Big
+            },
+            kind,
+            entry: file.entry(),
+            loads,
+            dynamic,
+            symbols: if kind == ElfKind::Core {
+                Symbols::default()
+            } else {
+                Symbols::read(&file)
+            },
+            links,
+            has_dwarf,
+            debug: OnceLock::new(),
+        })
+    }
+
+    /// The path the file was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole file.
+    pub fn data(&self) -> &'static [u8] {
+        self.data
+    }
+
+    /// ELFCLASS64?
+    pub fn is_64(&self) -> bool {
+        self.is_64
+    }
+
+    /// Byte order from `e_ident[EI_DATA]`.
+    pub fn byte_order(&self) -> ByteOrder {
+        self.byte_order
+    }
+
+    /// `e_type`.
+    pub fn kind(&self) -> ElfKind {
+        self.kind
+    }
+
+    /// `e_entry` (link-time).
+    pub fn entry(&self) -> u64 {
+        self.entry
+    }
+
+    /// The `PT_LOAD` headers.
+    pub fn loads(&self) -> &[LoadSegment] {
+        &self.loads
+    }
+
+    /// `p_vaddr` of `PT_DYNAMIC` (link-time).
+    pub fn dynamic(&self) -> Option<u64> {
+        self.dynamic
+    }
+
+    /// Build id and debug links.
+    pub fn links(&self) -> &DebugLinks {
+        &self.links
+    }
+
+    /// Whether the file itself carries `.debug_info`.
+    pub fn has_dwarf(&self) -> bool {
+        self.has_dwarf
+    }
+
+    /// Link-time address and `st_size` of a data symbol (`STT_OBJECT`,
+    /// `STT_COMMON`).
+    pub fn data_symbol(&self, name: &str) -> Option<(u64, u64)> {
+        self.symbols
+            .data
+            .get(name)
+            .or_else(|| self.debug_symbols().and_then(|d| d.symbols().data.get(name)))
+    }
+
+    /// Link-time address of a function (`STT_FUNC`, `STT_GNU_IFUNC`).
+    pub fn function_symbol(&self, name: &str) -> Option<u64> {
+        self.symbols
+            .functions
+            .get(name)
+            .or_else(|| self.debug_symbols().and_then(|d| d.symbols().functions.get(name)))
+            .map(|(addr, _)| addr)
+    }
+
+    /// A stripped file's full `.symtab` lives in its separate debug file.
+    fn debug_symbols(&self) -> Option<Arc<DebugInfo>> {
+        if self.symbols.has_symtab {
+            return None;
+        }
+        self.debug_info().ok().flatten()
+    }
+
+    /// The DWARF of this object (in the file or a separate debug file),
+    /// located and loaded on first use; `Ok(None)` if there is none.
+    pub fn debug_info(&self) -> Result<Option<Arc<DebugInfo>>, String> {
+        self.debug
+            .get_or_init(|| crate::debugfile::load_debug_info(self))
+            .clone()
+    }
+
+    /// The link-time `p_vaddr` that a mapping of file offset `offset`
+    /// starts at (the page-aligned start of the `PT_LOAD` there).
+    pub fn vaddr_of_file_offset(&self, offset: u64, page_size: u64) -> Option<u64> {
+        let mask = !(page_size - 1);
+        self.loads
+            .iter()
+            .find(|s| s.offset & mask == offset & mask)
+            .map(|s| s.vaddr & mask)
+    }
+}
+
+/// Reads `*const c_char` strings out of an ELF file's mapped image.
+pub(crate) fn c_str(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}

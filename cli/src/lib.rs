@@ -1,0 +1,54 @@
+//! mpiq's standalone front end: target access without a debugger.
+//!
+//! A live process is stopped with ptrace ([`ptrace`]), its memory read with
+//! `process_vm_readv` ([`memory`]), its mapped objects found in
+//! `/proc/PID/maps` ([`maps`]) and read with `object` ([`elf`]) and `gimli`
+//! ([`dwarf`]); a core file gives the same from its notes ([`core`]). Either
+//! becomes a [`Process`], the [`mpiq::Target`] the bridge dumps.
+//!
+//! ```no_run
+//! use mpiq_cli::LiveProcess;
+//! let mut rank = LiveProcess::attach(4242)?;
+//! let opts = mpiq::DumpOptions::parse_line("--all").unwrap();
+//! print!("{}", mpiq::dump(&mut [&mut rank], &opts)?);
+//! rank.detach()?; // dropping it would detach too
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(unsafe_op_in_unsafe_fn, improper_ctypes, improper_ctypes_definitions)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+/// The command line (clap).
+pub mod args;
+/// The per-run cache of parsed object files.
+pub mod cache;
+/// Core files written by gdb's `gcore` (or the kernel).
+pub mod core;
+/// Finding separate debug files and dwz supplementary files.
+pub mod debugfile;
+/// The DWARF of one file: type index and DIE reading.
+pub mod dwarf;
+/// One ELF object: headers, symbols, debug links.
+pub mod elf;
+/// A process image: objects in search order; symbol and type lookups.
+pub mod image;
+/// A starter's `MPIR_proctable`: the ranks of a job.
+pub mod job;
+/// Opening a live process.
+pub mod live;
+/// `/proc/PID/maps` parsing and load biases.
+pub mod maps;
+/// Reading a live process's memory.
+pub mod memory;
+/// A process image plus memory: the `mpiq::Target`.
+pub mod process;
+/// Stopping and releasing a live process.
+pub mod ptrace;
+/// Running the commands: open, dump, release, render.
+pub mod run;
+/// Releasing stopped processes on SIGINT/SIGTERM.
+pub mod signals;
+
+pub use crate::core::{CoreError, CoreProcess};
+pub use crate::live::{LiveError, LiveProcess};
+pub use crate::process::Process;
+pub use crate::ptrace::AttachError;

@@ -1,0 +1,34 @@
+//! `mpiq`: show the MPI message queues of hung MPI programs (live ranks,
+//! core files, whole jobs). Everything but argument parsing and the exit
+//! status lives in the `mpiq_cli` library.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use mpiq_cli::args::Cli;
+use mpiq_cli::run::RunError;
+
+fn real_main(cli: &Cli) -> anyhow::Result<()> {
+    mpiq_cli::signals::install().map_err(|e| anyhow::anyhow!("cannot install the signal handling: {e}"))?;
+    let out = mpiq_cli::run::run(cli)?;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
+        // `mpiq ... | head` is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
+fn main() -> ExitCode {
+    // clap exits with 2 on a usage error and 0 for --help / --version.
+    let cli = Cli::parse();
+    match real_main(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let code = e.downcast_ref::<RunError>().map_or(1, RunError::exit_code);
+            eprintln!("mpiq: {e}");
+            ExitCode::from(code)
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! [`Process`]: a process image plus its memory, the [`mpiq::Target`] the
+//! bridge reads. Live processes ([`crate::live`]) and core files
+//! ([`crate::core`]) differ only in where memory comes from and whether
+//! something must be released at the end.
+
+use mpiq::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+
+use crate::image::{Memory, ProcessImage};
+use crate::ptrace::{AttachError, AttachInfo, Attachment};
+
+/// A process to dump.
+#[derive(Debug)]
+pub struct Process<M: Memory> {
+    pub(crate) pid: Option<u32>,
+    pub(crate) executable: String,
+    pub(crate) image: ProcessImage,
+    pub(crate) mem: M,
+    pub(crate) world_rank: Option<i32>,
+    pub(crate) attachment: Option<Attachment>,
+    pub(crate) warnings: Vec<String>,
+}
+
+impl<M: Memory> Process<M> {
+    /// The objects, in search order.
+    pub fn image(&self) -> &ProcessImage {
+        &self.image
+    }
+
+    /// The memory.
+    pub fn memory(&self) -> &M {
+        &self.mem
+    }
+
+    /// Process id, if known.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The main executable's path.
+    pub fn executable(&self) -> &str {
+        &self.executable
+    }
+
+    /// Sets the rank in `MPI_COMM_WORLD` (known from a starter's proctable).
+    pub fn set_world_rank(&mut self, rank: Option<i32>) {
+        self.world_rank = rank;
+    }
+
+    /// Things noticed while opening (objects that could not be read).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// What attaching found, for a stopped live process.
+    pub fn attach_info(&self) -> Option<AttachInfo> {
+        self.attachment.as_ref().map(Attachment::info)
+    }
+
+    /// Releases a stopped process now (dropping does it too).
+    pub fn detach(&mut self) -> Result<(), AttachError> {
+        match self.attachment.take() {
+            Some(a) => a.detach(),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads a NUL-terminated string of at most `max` bytes.
+    pub fn read_c_string(&self, addr: u64, max: usize) -> Result<String, TargetError> {
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 64];
+        while out.len() < max {
+            // Read up to the end of the page only, so a string that ends
+            // just before an unmapped page is still read.
+            let page_left = 4096 - ((addr + out.len() as u64) % 4096) as usize;
+            let n = chunk.len().min(page_left).min(max - out.len());
+            self.mem.read(addr + out.len() as u64, &mut chunk[..n])?;
+            if let Some(end) = chunk[..n].iter().position(|&b| b == 0) {
+                out.extend_from_slice(&chunk[..end]);
+                return Ok(String::from_utf8_lossy(&out).into_owned());
+            }
+            out.extend_from_slice(&chunk[..n]);
+        }
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    /// Reads a target pointer-sized word (ELF class and byte order of the
+    /// executable).
+    pub fn read_pointer(&self, addr: u64) -> Result<u64, TargetError> {
+        let size = self.image.type_sizes().pointer as usize;
+        self.read_uint(addr, size)
+    }
+
+    /// Reads an unsigned integer of `size` (1, 2, 4, 8) bytes.
+    pub fn read_uint(&self, addr: u64, size: usize) -> Result<u64, TargetError> {
+        let mut b = [0u8; 8];
+        let size = size.min(8);
+        self.mem.read(addr, &mut b[..size])?;
+        Ok(match self.image.byte_order() {
+            ByteOrder::Little => {
+                let mut v = [0u8; 8];
+                v[..size].copy_from_slice(&b[..size]);
+                u64::from_le_bytes(v)
+            }
+            ByteOrder::Big => {
+                let mut v = [0u8; 8];
+                v[8 - size..].copy_from_slice(&b[..size]);
+                u64::from_be_bytes(v)
+            }
+        })
+    }
+}
+
+impl<M: Memory> Target for Process<M> {
+    fn describe(&self) -> ProcessDescription {
+        ProcessDescription {
+            pid: self.pid,
+            executable: self.executable.clone(),
+        }
+    }
+
+    fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+        self.mem.read(addr, buf)
+    }
+
+    fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
+        Ok(self.image.find_symbol(name))
+    }
+
+    fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
+        Ok(self.image.find_function(name))
+    }
+
+    fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
+        self.image.find_type(name)
+    }
+
+    fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
+        self.image.field_offset(ty, field)
+    }
+
+    fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
+        self.image.size_of(ty)
+    }
+
+    fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
+        Ok(self.image.type_sizes())
+    }
+
+    fn byte_order(&mut self) -> ByteOrder {
+        self.image.byte_order()
+    }
+
+    fn world_rank(&mut self) -> Option<i32> {
+        self.world_rank
+    }
+}

@@ -1,0 +1,455 @@
+//! Stopping a live process for the length of a dump, and leaving it exactly
+//! as it was afterwards.
+//!
+//! Every thread is stopped with `PTRACE_SEIZE` + `PTRACE_INTERRUPT`, which
+//! (unlike `PTRACE_ATTACH`) sends no `SIGSTOP` that could leak into the
+//! program. A thread that stops for a signal of its own has it handed back
+//! at detach; a process that was already stopped (`SIGSTOP`, Ctrl-Z) goes
+//! back to its group stop when detached, as the kernel does for a seized
+//! tracee.
+//!
+//! ptrace requests must come from the thread that attached, so each
+//! [`Attachment`](crate::ptrace::Attachment) owns a small tracer thread that attaches, waits for the
+//! word to detach, and detaches. Detaching happens on every path: an
+//! explicit [`Attachment::detach`](crate::ptrace::Attachment::detach), `Drop` (errors, panics), and SIGINT /
+//! SIGTERM through [`detach_everything`](crate::ptrace::detach_everything) (see [`crate::signals`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+/// How long a thread may take to stop before attaching fails.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a process could not be stopped (or released).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum AttachError {
+    /// There is no such process (or it exited meanwhile).
+    #[error("no process {0}")]
+    NoSuchProcess(i32),
+    /// The kernel refused to let us trace the process.
+    #[error(
+        "not permitted to attach to process {pid} with ptrace{detail}\n  \
+         mpiq needs the same user id as the process and /proc/sys/kernel/yama/ptrace_scope = 0, \
+         or the CAP_SYS_PTRACE capability (run as root; in a container add --cap-add=SYS_PTRACE)"
+    )]
+    PermissionDenied {
+        /// The process.
+        pid: i32,
+        /// What we know more (the current `ptrace_scope`).
+        detail: String,
+    },
+    /// Another debugger (or strace) already traces it.
+    #[error("process {pid} is already traced by process {tracer} ({tracer_name}); detach it first")]
+    AlreadyTraced {
+        /// The process.
+        pid: i32,
+        /// The tracer's pid.
+        tracer: i32,
+        /// The tracer's command name.
+        tracer_name: String,
+    },
+    /// Asked to trace ourselves.
+    #[error("process {0} is mpiq itself")]
+    Myself(i32),
+    /// A thread did not stop in time (uninterruptible sleep, `D` state).
+    #[error("thread {tid} of process {pid} did not stop within {secs} s (is it in uninterruptible sleep?)")]
+    Timeout {
+        /// The process.
+        pid: i32,
+        /// The thread.
+        tid: i32,
+        /// The time waited.
+        secs: u64,
+    },
+    /// A ptrace or wait call failed.
+    #[error("{op} on thread {tid} of process {pid} failed: {errno}")]
+    Os {
+        /// The process.
+        pid: i32,
+        /// The thread.
+        tid: i32,
+        /// The request.
+        op: &'static str,
+        /// The error.
+        errno: Errno,
+    },
+    /// The tracer thread went away (it panicked).
+    #[error("the tracer thread of process {0} died")]
+    TracerDied(i32),
+}
+
+/// What attaching found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttachInfo {
+    /// Threads stopped.
+    pub threads: usize,
+    /// The process was stopped (`T`) before we came, and will be left so.
+    pub was_stopped: bool,
+}
+
+enum Cmd {
+    Detach(Sender<Result<(), AttachError>>),
+}
+
+/// Every live attachment: id -> (pid, its tracer thread's command channel).
+type Registry = Mutex<HashMap<u64, (i32, Sender<Cmd>)>>;
+
+fn registry() -> &'static Registry {
+    static REG: OnceLock<Registry> = OnceLock::new();
+    REG.get_or_init(Default::default)
+}
+
+/// A stopped process. Dropping it detaches.
+#[derive(Debug)]
+pub struct Attachment {
+    pid: i32,
+    id: u64,
+    info: AttachInfo,
+    tx: Option<Sender<Cmd>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Cmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Detach")
+    }
+}
+
+impl Attachment {
+    /// Stops every thread of `pid`; returns once all are stopped.
+    pub fn attach(pid: i32) -> Result<Attachment, AttachError> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = channel();
+        let (ready_tx, ready_rx) = channel();
+        // Registered before attaching, so a Ctrl-C from now on detaches it.
+        registry()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, (pid, tx.clone()));
+        let thread = std::thread::Builder::new()
+            .name(format!("mpiq-tracer-{pid}"))
+            .spawn(move || tracer_main(pid, ready_tx, rx))
+            .map_err(|_| AttachError::TracerDied(pid))?;
+        let unregister = || {
+            registry().lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        };
+        match ready_rx.recv() {
+            Ok(Ok(info)) => Ok(Attachment {
+                pid,
+                id,
+                info,
+                tx: Some(tx),
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                unregister();
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                unregister();
+                let _ = thread.join();
+                Err(AttachError::TracerDied(pid))
+            }
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// What attaching found.
+    pub fn info(&self) -> AttachInfo {
+        self.info
+    }
+
+    /// Lets the process go on (or back into its earlier stop).
+    pub fn detach(mut self) -> Result<(), AttachError> {
+        self.release()
+    }
+
+    fn release(&mut self) -> Result<(), AttachError> {
+        let Some(tx) = self.tx.take() else {
+            return Ok(());
+        };
+        let (ack_tx, ack_rx) = channel();
+        let result = if tx.send(Cmd::Detach(ack_tx)).is_ok() {
+            // Err: the tracer already detached (Ctrl-C got there first).
+            ack_rx.recv().unwrap_or(Ok(()))
+        } else {
+            Ok(())
+        };
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        registry().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.id);
+        result
+    }
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            eprintln!("mpiq: warning: {e}");
+        }
+    }
+}
+
+/// Detaches from every process attached so far (from any thread): the
+/// SIGINT/SIGTERM path. Returns how many were released.
+pub fn detach_everything(timeout: Duration) -> usize {
+    let all: Vec<(i32, Sender<Cmd>)> = registry()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+        .map(|(_, v)| v)
+        .collect();
+    let mut acks = Vec::new();
+    for (_pid, tx) in all {
+        let (ack_tx, ack_rx) = channel();
+        if tx.send(Cmd::Detach(ack_tx)).is_ok() {
+            acks.push(ack_rx);
+        }
+    }
+    let deadline = Instant::now() + timeout;
+    acks.into_iter()
+        .filter(|rx| {
+            rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .is_ok()
+        })
+        .count()
+}
+
+/// A seized thread.
+#[derive(Debug)]
+struct Traced {
+    tid: Pid,
+    /// A signal the thread stopped for, handed back at detach.
+    signal: Option<Signal>,
+    stopped: bool,
+    gone: bool,
+}
+
+fn tracer_main(pid: i32, ready: Sender<Result<AttachInfo, AttachError>>, rx: Receiver<Cmd>) {
+    let mut traced = Vec::new();
+    match attach_all(pid, &mut traced) {
+        Ok(info) => {
+            if ready.send(Ok(info)).is_err() {
+                let _ = detach_all(pid, &traced);
+                return;
+            }
+        }
+        Err(e) => {
+            let _ = detach_all(pid, &traced);
+            let _ = ready.send(Err(e));
+            return;
+        }
+    }
+    // Wait for the word (or for every sender to go away), then release.
+    let ack = match rx.recv() {
+        Ok(Cmd::Detach(ack)) => Some(ack),
+        Err(_) => None,
+    };
+    let result = detach_all(pid, &traced);
+    if let Some(ack) = ack {
+        let _ = ack.send(result);
+    }
+}
+
+/// `State` and `TracerPid` of `/proc/PID/status`.
+pub fn proc_status(pid: i32) -> Option<(char, i32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mut state = None;
+    let mut tracer = 0;
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("State:") {
+            state = v.trim().chars().next();
+        } else if let Some(v) = line.strip_prefix("TracerPid:") {
+            tracer = v.trim().parse().unwrap_or(0);
+        }
+    }
+    Some((state?, tracer))
+}
+
+/// The state letter of one thread (`/proc/PID/task/TID/stat`).
+fn task_state(pid: i32, tid: Pid) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().next()?.chars().next()
+}
+
+fn list_tasks(pid: i32) -> Result<Vec<Pid>, AttachError> {
+    let dir = std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|_| AttachError::NoSuchProcess(pid))?;
+    let mut tids: Vec<Pid> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .map(Pid::from_raw)
+        .collect();
+    tids.sort();
+    Ok(tids)
+}
+
+fn permission_denied(pid: i32) -> AttachError {
+    let detail = match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
+        Ok(s) => format!(" (/proc/sys/kernel/yama/ptrace_scope is {})", s.trim()),
+        Err(_) => String::new(),
+    };
+    AttachError::PermissionDenied { pid, detail }
+}
+
+fn attach_all(pid: i32, traced: &mut Vec<Traced>) -> Result<AttachInfo, AttachError> {
+    if pid == std::process::id() as i32 {
+        return Err(AttachError::Myself(pid));
+    }
+    let (state, tracer) = proc_status(pid).ok_or(AttachError::NoSuchProcess(pid))?;
+    if tracer != 0 {
+        let tracer_name = std::fs::read_to_string(format!("/proc/{tracer}/comm"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "?".into());
+        return Err(AttachError::AlreadyTraced {
+            pid,
+            tracer,
+            tracer_name,
+        });
+    }
+    if state == 'X' {
+        return Err(AttachError::NoSuchProcess(pid));
+    }
+    let was_stopped = state == 'T';
+    // Seize until no new thread appears: a running thread may clone while we
+    // work through the list.
+    loop {
+        let mut new = false;
+        for tid in list_tasks(pid)? {
+            if traced.iter().any(|t| t.tid == tid) {
+                continue;
+            }
+            match ptrace::seize(tid, ptrace::Options::empty()) {
+                Ok(()) => {}
+                Err(Errno::ESRCH) => continue,
+                // A thread that has exited but not been reaped (a main
+                // thread that called pthread_exit): nothing to stop.
+                Err(Errno::EPERM) if task_state(pid, tid) == Some('Z') => continue,
+                Err(Errno::EPERM) => {
+                    return Err(match proc_status(pid) {
+                        Some((_, t)) if t != 0 && t != std::process::id() as i32 => AttachError::AlreadyTraced {
+                            pid,
+                            tracer: t,
+                            tracer_name: std::fs::read_to_string(format!("/proc/{t}/comm"))
+                                .map(|s| s.trim().to_string())
+                                .unwrap_or_else(|_| "?".into()),
+                        },
+                        _ => permission_denied(pid),
+                    })
+                }
+                Err(errno) => {
+                    return Err(AttachError::Os {
+                        pid,
+                        tid: tid.as_raw(),
+                        op: "PTRACE_SEIZE",
+                        errno,
+                    })
+                }
+            }
+            traced.push(Traced {
+                tid,
+                signal: None,
+                stopped: false,
+                gone: false,
+            });
+            new = true;
+            match ptrace::interrupt(tid) {
+                Ok(()) | Err(Errno::ESRCH) => {}
+                Err(errno) => {
+                    return Err(AttachError::Os {
+                        pid,
+                        tid: tid.as_raw(),
+                        op: "PTRACE_INTERRUPT",
+                        errno,
+                    })
+                }
+            }
+        }
+        if !new {
+            break;
+        }
+        wait_stopped(pid, traced)?;
+    }
+    if traced.iter().all(|t| t.gone) {
+        return Err(AttachError::NoSuchProcess(pid));
+    }
+    Ok(AttachInfo {
+        threads: traced.iter().filter(|t| !t.gone).count(),
+        was_stopped,
+    })
+}
+
+fn wait_stopped(pid: i32, traced: &mut [Traced]) -> Result<(), AttachError> {
+    let deadline = Instant::now() + STOP_TIMEOUT;
+    let mut pause = Duration::from_micros(50);
+    loop {
+        let mut waiting = None;
+        for t in traced.iter_mut().filter(|t| !t.stopped && !t.gone) {
+            match waitpid(t.tid, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+                Ok(WaitStatus::StillAlive) => waiting = Some(t.tid),
+                // The interrupt, or a group stop (the process was stopped).
+                Ok(WaitStatus::PtraceEvent(..)) => t.stopped = true,
+                // Stopped for a signal of its own: hand it back at detach.
+                Ok(WaitStatus::Stopped(_, sig)) => {
+                    t.stopped = true;
+                    t.signal = Some(sig);
+                }
+                Ok(WaitStatus::PtraceSyscall(_)) | Ok(WaitStatus::Continued(_)) => t.stopped = true,
+                Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) | Err(Errno::ECHILD) => t.gone = true,
+                Err(Errno::EINTR) => waiting = Some(t.tid),
+                Err(errno) => {
+                    return Err(AttachError::Os {
+                        pid,
+                        tid: t.tid.as_raw(),
+                        op: "waitpid",
+                        errno,
+                    })
+                }
+            }
+        }
+        let Some(tid) = waiting else { return Ok(()) };
+        if Instant::now() > deadline {
+            return Err(AttachError::Timeout {
+                pid,
+                tid: tid.as_raw(),
+                secs: STOP_TIMEOUT.as_secs(),
+            });
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(5));
+    }
+}
+
+fn detach_all(pid: i32, traced: &[Traced]) -> Result<(), AttachError> {
+    let mut first_error = None;
+    for t in traced.iter().filter(|t| !t.gone) {
+        match ptrace::detach(t.tid, t.signal) {
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(errno) => {
+                first_error.get_or_insert(AttachError::Os {
+                    pid,
+                    tid: t.tid.as_raw(),
+                    op: "PTRACE_DETACH",
+                    errno,
+                });
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}

@@ -1,0 +1,258 @@
+//! The commands C++ hands over to Rust: argument handling, target
+//! selection and the dump. Nothing here may unwind into C++ (LLDB is built
+//! without exceptions): every entry point catches panics and turns any
+//! failure into a [`CommandOutput`] error.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use mpiq::{DumpOptions, Target, HELP};
+
+use crate::ffi::{CommandOutput, Session, TargetHost};
+use crate::target::LldbTarget;
+
+/// The line `help mpi queues` adds to [`mpiq::HELP`] for the option only
+/// LLDB has.
+/// (No `\` continuation: it would eat the line's indentation.)
+const TARGETS_HELP: &str = concat!(
+    "  --targets T     read these LLDB targets ('target list'): 'all' or\n",
+    "                  indexes N,M; default: the selected target\n",
+);
+
+/// Long help of `mpi queues`.
+pub fn queues_help() -> String {
+    format!("{HELP}{TARGETS_HELP}{EXAMPLES}")
+}
+
+/// The end of `help mpi queues`.
+const EXAMPLES: &str = "
+Examples:
+  mpi queues                      the selected target's queues, as text
+  mpi queues --json --targets all every target's queues, as one JSON snapshot
+";
+
+/// `mpi queues ARGS...`
+pub fn run_queues(session: &Session, args: Vec<String>) -> CommandOutput {
+    guarded(|| queues(session, &args))
+}
+
+/// Long help of `mpi lookup`.
+pub fn lookup_help() -> String {
+    crate::lookup::HELP.to_owned()
+}
+
+/// `mpi lookup ARGS...`
+pub fn run_lookup(session: &Session, args: Vec<String>) -> CommandOutput {
+    guarded(|| crate::lookup::lookup(session, &args))
+}
+
+/// Runs a command body, turning an error or a panic into a failed output.
+fn guarded(body: impl FnOnce() -> Result<String, String>) -> CommandOutput {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(text)) => CommandOutput { ok: true, text },
+        Ok(Err(text)) => CommandOutput { ok: false, text },
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            CommandOutput {
+                ok: false,
+                text: format!("mpiq: internal error: {what}"),
+            }
+        }
+    }
+}
+
+/// Which LLDB targets a command reads.
+#[derive(Debug, PartialEq, Eq)]
+enum Selection {
+    /// The selected target.
+    Selected,
+    /// Every target.
+    All,
+    /// These indexes, in this order.
+    Indexes(Vec<u32>),
+}
+
+/// The arguments of `mpi queues`, with `--targets` taken out.
+#[derive(Debug, PartialEq, Eq)]
+struct QueuesArgs {
+    help: bool,
+    targets: Selection,
+    rest: Vec<String>,
+}
+
+fn parse_args(args: &[String]) -> Result<QueuesArgs, String> {
+    let mut parsed = QueuesArgs {
+        help: false,
+        targets: Selection::Selected,
+        rest: Vec::new(),
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let value = match arg.as_str() {
+            "--help" | "-h" => {
+                parsed.help = true;
+                continue;
+            }
+            "--targets" | "--target" => it.next().cloned(),
+            a => match a.strip_prefix("--targets=").or_else(|| a.strip_prefix("--target=")) {
+                Some(v) => Some(v.to_owned()),
+                None => {
+                    parsed.rest.push(arg.clone());
+                    continue;
+                }
+            },
+        };
+        parsed.targets = parse_selection(value.as_deref().unwrap_or(""))?;
+    }
+    Ok(parsed)
+}
+
+fn parse_selection(value: &str) -> Result<Selection, String> {
+    if value.is_empty() {
+        return Err("--targets needs a value: 'all' or target indexes N,M".into());
+    }
+    if value == "all" {
+        return Ok(Selection::All);
+    }
+    let mut indexes = Vec::new();
+    for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let index: u32 = part
+            .parse()
+            .map_err(|_| format!("bad target index '{part}': use 'all' or the numbers 'target list' shows"))?;
+        if !indexes.contains(&index) {
+            indexes.push(index);
+        }
+    }
+    if indexes.is_empty() {
+        return Err("--targets needs a value: 'all' or target indexes N,M".into());
+    }
+    Ok(Selection::Indexes(indexes))
+}
+
+/// The target indexes a selection names, checked against the debugger.
+fn resolve(session: &Session, selection: &Selection) -> Result<Vec<u32>, String> {
+    let count = session.num_targets();
+    if count == 0 {
+        return Err(NO_PROCESS_HINT.replace("{what}", "there is no target"));
+    }
+    match selection {
+        Selection::Selected => match u32::try_from(session.selected_target()) {
+            Ok(index) => Ok(vec![index]),
+            Err(_) => Err("no target is selected: pick one with 'target select N'".into()),
+        },
+        Selection::All => Ok((0..count).collect()),
+        Selection::Indexes(indexes) => {
+            if let Some(bad) = indexes.iter().find(|&&i| i >= count) {
+                return Err(format!(
+                    "there is no target #{bad}: 'target list' shows {count} target{}",
+                    if count == 1 { "" } else { "s" }
+                ));
+            }
+            Ok(indexes.clone())
+        }
+    }
+}
+
+const NO_PROCESS_HINT: &str = "{what}: attach to a process ('lldb -p PID' or 'process attach \
+    --pid PID'), launch one and stop it, or load a core file ('lldb -c CORE EXE')";
+
+/// Checks that a target's process can be read now.
+fn check_readable(host: &TargetHost, index: u32) -> Result<(), String> {
+    if !host.has_process() {
+        return Err(NO_PROCESS_HINT.replace("{what}", &format!("target #{index} has no process")));
+    }
+    if host.is_stopped() {
+        return Ok(());
+    }
+    let state = host.state_name();
+    let pid = host.pid();
+    Err(match state.as_str() {
+        "running" | "stepping" | "launching" | "attaching" => format!(
+            "process {pid} (target #{index}) is running: stop it first ('process interrupt' or Ctrl-C), \
+             then run 'mpi queues' again"
+        ),
+        "exited" => format!("process {pid} (target #{index}) has exited: nothing to read"),
+        _ => format!("process {pid} (target #{index}) is {state}: 'mpi queues' needs a stopped process or a core file"),
+    })
+}
+
+/// Opens and checks the targets a selection names.
+pub fn open_targets(session: &Session, selection: &str) -> Result<Vec<LldbTarget>, String> {
+    let selection = if selection.is_empty() {
+        Selection::Selected
+    } else {
+        parse_selection(selection)?
+    };
+    open_selection(session, &selection)
+}
+
+fn open_selection(session: &Session, selection: &Selection) -> Result<Vec<LldbTarget>, String> {
+    let mut targets = Vec::new();
+    for index in resolve(session, selection)? {
+        let host = session.open_target(index);
+        let Some(host_ref) = host.as_ref() else {
+            return Err(format!("target #{index} could not be opened"));
+        };
+        check_readable(host_ref, index)?;
+        targets.push(LldbTarget::new(host));
+    }
+    Ok(targets)
+}
+
+fn queues(session: &Session, args: &[String]) -> Result<String, String> {
+    let args = parse_args(args)?;
+    if args.help {
+        return Ok(queues_help());
+    }
+    let opts = DumpOptions::parse(&args.rest).map_err(|e| format!("{} (see 'help mpi queues')", e.0))?;
+    let mut targets = open_selection(session, &args.targets)?;
+    let mut refs: Vec<&mut dyn Target> = targets.iter_mut().map(|t| t as &mut dyn Target).collect();
+    mpiq::dump(&mut refs, &opts).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn takes_targets_out_and_keeps_the_rest() {
+        let a = parse_args(&args("--json --targets 0,2,0 --all")).unwrap();
+        assert_eq!(a.targets, Selection::Indexes(vec![0, 2]));
+        assert_eq!(a.rest, args("--json --all"));
+        assert!(!a.help);
+        let a = parse_args(&args("--targets=all --comm 3")).unwrap();
+        assert_eq!(a.targets, Selection::All);
+        assert_eq!(a.rest, args("--comm 3"));
+        assert_eq!(parse_args(&args("")).unwrap().targets, Selection::Selected);
+        assert!(parse_args(&args("-h")).unwrap().help);
+    }
+
+    #[test]
+    fn rejects_bad_target_lists() {
+        assert!(parse_args(&args("--targets")).unwrap_err().contains("needs a value"));
+        assert!(parse_args(&args("--targets x")).unwrap_err().contains("'x'"));
+        assert!(parse_args(&args("--targets ,")).unwrap_err().contains("needs a value"));
+    }
+
+    #[test]
+    fn help_mentions_every_option() {
+        let help = queues_help();
+        for opt in ["--json", "--all", "--comm", "--queue", "--dll", "--targets"] {
+            assert!(help.contains(opt), "{opt}");
+        }
+    }
+
+    #[test]
+    fn panics_become_errors() {
+        let out = guarded(|| panic!("boom"));
+        assert!(!out.ok);
+        assert!(out.text.contains("boom"));
+    }
+}

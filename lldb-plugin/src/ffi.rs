@@ -1,0 +1,89 @@
+//! The cxx bridge between the Rust half and the C++ half (`src/plugin.cc`).
+//!
+//! C++ owns every SB object; Rust sees two opaque handles: a [`Session`] (the
+//! debugger a command runs in) and a [`TargetHost`] (one target and its
+//! process, plus the table of types that `TypeId`s index).
+
+pub use bridge::*;
+
+#[cxx::bridge(namespace = "mpiq_lldb")]
+mod bridge {
+    /// What a command prints: its text on success, its error otherwise.
+    struct CommandOutput {
+        /// Whether the command succeeded.
+        ok: bool,
+        /// The output, or the error (without the `error: ` prefix).
+        text: String,
+    }
+
+    extern "Rust" {
+        /// `mpi queues ARGS...`
+        fn run_queues(session: &Session, args: Vec<String>) -> CommandOutput;
+        /// `mpi lookup ARGS...` (diagnostic)
+        fn run_lookup(session: &Session, args: Vec<String>) -> CommandOutput;
+        /// Long help of `mpi queues`.
+        fn queues_help() -> String;
+        /// Long help of `mpi lookup`.
+        fn lookup_help() -> String;
+    }
+
+    unsafe extern "C++" {
+        include!("mpiq-lldb/include/mpiq_lldb.h");
+
+        /// `lldb::SBDebugger`, only ever behind a pointer.
+        #[namespace = "lldb"]
+        type SBDebugger;
+
+        /// Registers the `mpi` commands; what `lldb::PluginInitialize` does.
+        ///
+        /// # Safety
+        /// `debugger` points to a live `lldb::SBDebugger`.
+        unsafe fn plugin_initialize(debugger: *const SBDebugger) -> bool;
+
+        /// The debugger a command runs in.
+        type Session;
+        /// Number of targets (`target list`).
+        fn num_targets(self: &Session) -> u32;
+        /// Index of the selected target, -1 if there is none.
+        fn selected_target(self: &Session) -> i64;
+        /// The target at `index` (valid: `index < num_targets()`).
+        fn open_target(self: &Session, index: u32) -> UniquePtr<TargetHost>;
+
+        /// One target and its process.
+        type TargetHost;
+        /// Whether the target has a process (live or a core file).
+        fn has_process(self: &TargetHost) -> bool;
+        /// Whether the process is stopped, so its memory can be read.
+        fn is_stopped(self: &TargetHost) -> bool;
+        /// The process state as LLDB names it ("running", "stopped", ...).
+        fn state_name(self: &TargetHost) -> String;
+        /// Process id, 0 if unknown.
+        fn pid(self: &TargetHost) -> u64;
+        /// Path of the main executable.
+        fn executable(self: &TargetHost) -> String;
+        /// Whether the user pressed Ctrl-C during the current command.
+        fn interrupted(self: &TargetHost) -> bool;
+        /// Reads all of `buf` at `addr`, or fills `error` and returns false.
+        fn read_memory(self: &TargetHost, addr: u64, buf: &mut [u8], error: &mut String) -> bool;
+        /// Load address of a data symbol (any defined symbol), searching every module.
+        fn find_symbol(self: &TargetHost, name: &str, addr: &mut u64) -> bool;
+        /// Load address of a function, searching every module.
+        fn find_function(self: &TargetHost, name: &str, addr: &mut u64) -> bool;
+        /// Index of a type in the host's table, -1 if there is no such type.
+        fn find_type(self: Pin<&mut TargetHost>, name: &str) -> i64;
+        /// Name of a type of the table (with typedefs resolved), for diagnostics.
+        fn type_name(self: &TargetHost, ty: u64) -> String;
+        /// Offset of a field (anonymous members and base classes searched), -1 if none.
+        fn field_offset(self: &TargetHost, ty: u64, field: &str) -> i64;
+        /// Size of a type, -1 if it is incomplete.
+        fn type_size(self: &TargetHost, ty: u64) -> i64;
+        /// Size of a basic type: 0 short, 1 int, 2 long, 3 long long; 0 if unknown.
+        fn basic_type_size(self: &TargetHost, which: u32) -> u32;
+        /// Address size in bytes, 0 if unknown.
+        fn address_byte_size(self: &TargetHost) -> u32;
+        /// 0 little endian, 1 big endian, 2 unknown.
+        fn byte_order(self: &TargetHost) -> u32;
+    }
+}
+
+use crate::command::{lookup_help, queues_help, run_lookup, run_queues};
