@@ -177,31 +177,43 @@ pub fn build_example(mpi: Mpi, example: Example) -> PathBuf {
         return exe;
     }
 
-    fs::create_dir_all(&out_dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", out_dir.display()));
+    let mut args: Vec<std::ffi::OsString> = ["-g", "-O0", "-Wall"].iter().map(Into::into).collect();
+    args.push(source.clone().into_os_string());
+    compile(&mpi.mpicc(), &args, &exe, &format!("example `{example}` with {mpi}"));
+    exe
+}
+
+/// Runs `compiler ARGS -o OUT`, building into a private temporary file next to `out` and
+/// renaming it into place, so that concurrent builds never see a half-written file.
+///
+/// # Panics
+/// If the compiler fails, with its output.
+pub fn compile(compiler: &Path, args: &[std::ffi::OsString], out: &Path, what: &str) {
+    let out_dir = out.parent().expect("output directory");
+    fs::create_dir_all(out_dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", out_dir.display()));
     static SEQ: AtomicU64 = AtomicU64::new(0);
+    let name = out.file_name().expect("output name").to_string_lossy();
     let tmp = out_dir.join(format!(
-        ".{}.tmp.{}.{}",
-        example.name(),
+        ".{name}.tmp.{}.{}",
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
-    let mut cmd = Command::new(mpi.mpicc());
-    cmd.args(["-g", "-O0", "-Wall", "-o"]).arg(&tmp).arg(&source);
+    let mut cmd = Command::new(compiler);
+    cmd.args(args).arg("-o").arg(&tmp);
     let output = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     if !output.status.success() {
         let _ = fs::remove_file(&tmp);
         panic!(
-            "building example `{example}` with {mpi} failed ({}):\n$ {cmd:?}\n{}{}",
+            "building {what} failed ({}):\n$ {cmd:?}\n{}{}",
             output.status,
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    fs::rename(&tmp, &exe).unwrap_or_else(|e| {
+    fs::rename(&tmp, out).unwrap_or_else(|e| {
         let _ = fs::remove_file(&tmp);
-        panic!("cannot move {} to {}: {e}", tmp.display(), exe.display())
+        panic!("cannot move {} to {}: {e}", tmp.display(), out.display())
     });
-    exe
 }
 
 fn mtime(path: &Path) -> Option<SystemTime> {

@@ -128,8 +128,14 @@ pub fn expected(example: Example, mpi: Mpi, r: i64, n: i64, args: &[&str]) -> Ex
         Example::ManyOps => {
             let k: i64 = args.first().and_then(|a| a.parse().ok()).unwrap_or(1000);
             for i in 0..k {
-                e.ops
-                    .push(recv("MPI_COMM_WORLD", right, World::Is(right), 1000 + i, ints(mpi, 1)));
+                // Tags wrap every 30,000 receives (many_ops.c keeps them <= 32767).
+                e.ops.push(recv(
+                    "MPI_COMM_WORLD",
+                    right,
+                    World::Is(right),
+                    1000 + i % 30_000,
+                    ints(mpi, 1),
+                ));
             }
         }
         Example::Unexpected if r == 1 => {

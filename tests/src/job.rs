@@ -148,9 +148,17 @@ pub struct JobBuilder {
     env: Vec<(OsString, OsString)>,
     ready_timeout: Duration,
     lifetime_secs: u64,
+    program: Option<PathBuf>,
 }
 
 impl JobBuilder {
+    /// Runs this executable (e.g. a test fixture, see [`crate::fixtures`]) instead of
+    /// building the example; the example then only names the job and sets its defaults.
+    pub fn program(mut self, exe: impl Into<PathBuf>) -> Self {
+        self.program = Some(exe.into());
+        self
+    }
+
     /// Number of ranks (default: [`Example::default_nprocs`]).
     pub fn nprocs(mut self, nprocs: usize) -> Self {
         self.nprocs = nprocs;
@@ -200,7 +208,10 @@ impl JobBuilder {
     /// example still panics on failure (see [`build_example`]). On error everything that was
     /// started has been killed.
     pub fn try_start(self) -> Result<Job, JobError> {
-        let exe = build_example(self.mpi, self.example);
+        let exe = match &self.program {
+            Some(p) => p.clone(),
+            None => build_example(self.mpi, self.example),
+        };
         let mut cmd = self.mpi.starter_command(self.nprocs, &exe, &self.args);
         for (key, _) in std::env::vars_os() {
             let scrub = key
@@ -393,6 +404,7 @@ impl Job {
             env: Vec::new(),
             ready_timeout: DEFAULT_READY_TIMEOUT,
             lifetime_secs: DEFAULT_EXAMPLE_LIFETIME_SECS,
+            program: None,
         }
     }
 

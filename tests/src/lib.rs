@@ -37,5 +37,7 @@ pub use mpi::Mpi;
 pub use procs::{assert_all_gone, Proc};
 /// The queue contents each example documents, and a checker for snapshots.
 pub mod expect;
+/// Building the C fixtures in `tests/fixtures/`.
+pub mod fixtures;
 /// Driving gdb, lldb and the mpiq CLI from tests.
 pub mod frontends;

@@ -3,7 +3,7 @@
 //! (tests/src/expect.rs mirrors the examples' header comments).
 
 use mpiq_tests::expect::{check_process, expected};
-use mpiq_tests::frontends::{queues, snapshot, FrontEnd};
+use mpiq_tests::frontends::{queues, snapshot, without_host_fields, FrontEnd};
 use mpiq_tests::{gdb, Example, Job, Mpi};
 
 fn check_example(mpi: Mpi, example: Example, fe: FrontEnd) {
@@ -75,4 +75,61 @@ example_tests! {
     gdb_many_ops_openmpi: Mpi::OpenMpi, Example::ManyOps;
     gdb_many_ops_mpich: Mpi::Mpich, Example::ManyOps;
     gdb_sessions_mpich: Mpi::Mpich, Example::Sessions;
+}
+
+/// gdb, lldb and the CLI attached in turn to the same stopped rank give the
+/// same snapshot, apart from the fields documented as host-specific.
+fn differential(mpi: Mpi, example: Example) {
+    gdb::require_ptrace();
+    if let Some(why) = example.unsupported_reason(mpi) {
+        eprintln!("SKIPPED: {} under {mpi}: {why}", example.name());
+        return;
+    }
+    let job = Job::builder(mpi, example).start();
+    for rank in job.ranks() {
+        let mut seen: Vec<(FrontEnd, serde_json::Value)> = Vec::new();
+        for fe in FrontEnd::ALL {
+            let v = without_host_fields(snapshot(fe, rank.pid, "--all"));
+            seen.push((fe, v["processes"].clone()));
+        }
+        let (first_fe, first) = &seen[0];
+        for (fe, v) in &seen[1..] {
+            if v != first {
+                panic!(
+                    "{} under {mpi}, rank {}: {fe:?} and {first_fe:?} differ\n--- {first_fe:?} ---\n{}\n--- {fe:?} ---\n{}",
+                    example.name(),
+                    rank.rank,
+                    serde_json::to_string_pretty(first).unwrap(),
+                    serde_json::to_string_pretty(v).unwrap()
+                );
+            }
+        }
+        assert!(
+            Job::is_running(rank.pid),
+            "rank {} was left stopped or traced",
+            rank.rank
+        );
+    }
+}
+
+macro_rules! differential_tests {
+    ($($name:ident: $mpi:expr, $ex:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                differential($mpi, $ex);
+            }
+        )*
+    };
+}
+
+differential_tests! {
+    same_snapshot_ring_openmpi: Mpi::OpenMpi, Example::Ring;
+    same_snapshot_ring_mpich: Mpi::Mpich, Example::Ring;
+    same_snapshot_named_comms_openmpi: Mpi::OpenMpi, Example::NamedComms;
+    same_snapshot_named_comms_mpich: Mpi::Mpich, Example::NamedComms;
+    same_snapshot_unexpected_mpich: Mpi::Mpich, Example::Unexpected;
+    same_snapshot_deadlock_openmpi: Mpi::OpenMpi, Example::Deadlock;
+    same_snapshot_many_ops_mpich: Mpi::Mpich, Example::ManyOps;
+    same_snapshot_sessions_mpich: Mpi::Mpich, Example::Sessions;
 }
