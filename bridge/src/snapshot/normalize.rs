@@ -78,6 +78,19 @@ fn translate(comm: &Communicator, local: Option<i64>) -> Option<i64> {
     comm.world_ranks.as_ref()?.get(l).copied().flatten()
 }
 
+/// World rank of a peer: through the group, which is reliable; the
+/// library's own global rank only when there is no group (Open MPI's is the
+/// untranslated local rank for sends).
+fn world_of(comm: &Communicator, local: Option<i64>, library_global: mqs_tword_t) -> Option<i64> {
+    translate(comm, local).or_else(|| {
+        if comm.world_ranks.is_none() && local.is_some() {
+            word(library_global)
+        } else {
+            None
+        }
+    })
+}
+
 /// One operation.
 pub(crate) fn operation(raw: &mqs_pending_operation, kind: QueueKind, comm: &Communicator) -> Operation {
     let status = match raw.status {
@@ -89,15 +102,7 @@ pub(crate) fn operation(raw: &mqs_pending_operation, kind: QueueKind, comm: &Com
     let desired_local = signed(raw.desired_local_rank);
     let any_source = kind == QueueKind::Receives && desired_local == -1;
     let local = (desired_local >= 0).then_some(desired_local);
-    // The group is the reliable translation; the library's own global rank
-    // is used only when there is none (Open MPI's is wrong for sends).
-    let world = translate(comm, local).or_else(|| {
-        if comm.world_ranks.is_none() && local.is_some() {
-            word(raw.desired_global_rank)
-        } else {
-            None
-        }
-    });
+    let world = world_of(comm, local, raw.desired_global_rank);
     let desired_tag = signed(raw.desired_tag);
     let any_tag = raw.tag_wild != 0 || (kind == QueueKind::Receives && desired_tag == -1);
     let has_actual = kind != QueueKind::Receives || status != Status::Pending;
@@ -105,13 +110,7 @@ pub(crate) fn operation(raw: &mqs_pending_operation, kind: QueueKind, comm: &Com
         let local = word(raw.actual_local_rank);
         Actual {
             local,
-            world: translate(comm, local).or_else(|| {
-                if comm.world_ranks.is_none() && local.is_some() {
-                    word(raw.actual_global_rank)
-                } else {
-                    None
-                }
-            }),
+            world: world_of(comm, local, raw.actual_global_rank),
             tag: {
                 let t = signed(raw.actual_tag);
                 (t != -1).then_some(t)
