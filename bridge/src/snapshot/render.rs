@@ -119,11 +119,13 @@ fn render_process(out: &mut String, p: &ProcessSnapshot, opts: &DumpOptions) {
         .map_or_else(|| "rank ?".to_string(), |r| format!("rank {r}"));
     let _ = writeln!(out, "Process {pid}, {rank}: {}", p.executable);
     if let Some(d) = &p.dll {
+        // The first clause of the version string (Open MPI's goes on with
+        // build details, kept in the JSON).
+        let version = d.version.split(", ").next().unwrap_or_default().trim();
         let _ = writeln!(
             out,
-            "  debug library: {} ({}; found via {})",
+            "  debug library: {} ({version}; found via {})",
             d.path,
-            d.version.trim(),
             d.found_via.as_str()
         );
     }
