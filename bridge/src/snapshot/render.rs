@@ -181,6 +181,9 @@ fn render_comm(out: &mut String, c: &Communicator, opts: &DumpOptions) {
     match &c.world_ranks {
         Some(w) => {
             let _ = write!(line, ", world ranks {}", rank_list(w));
+            if c.world_ranks_source.as_deref() == Some("inferred") {
+                line.push_str(" (inferred)");
+            }
         }
         None => line.push_str(", world ranks unknown"),
     }
