@@ -2,15 +2,18 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use mpiq::{DumpOptions, UsageError};
 
 const EXAMPLES: &str = "\
 Examples:
   mpiq queues --pid 4242                   one rank of a hung job
   mpiq queues --pid 4242 --pid 4243 --all  two ranks, empty communicators too
-  mpiq job --starter $(pgrep -n mpirun)    every rank the starter launched
-  mpiq job --starter 4200 --json > q.json  the same as JSON (mpiq.snapshot/1)
+  mpiq job --starter $(pgrep -n mpirun)    every rank the starter launched,
+                                           and whether they are deadlocked
+  mpiq job --starter 4200 --json > q.json  the same as JSON (mpiq.snapshot/1
+                                           plus an \"analysis\" object)
+  mpiq job --starter 4200 --svg waits.svg  also draw the wait-for graph
   mpiq core core.4242 core.4243            core files written by gdb's gcore
   mpiq queues --pid 4242 --queue receives --comm MPI_COMM_WORLD
 
@@ -19,9 +22,22 @@ stopped, if they were) afterwards, also on errors and Ctrl-C. This needs the
 processes' user id and /proc/sys/kernel/yama/ptrace_scope = 0, or root /
 CAP_SYS_PTRACE.
 
-Exit status: 0 success (processes that could not be read are reported in the
-output), 1 error (nothing could be read), 2 usage error, 128+N killed by
-signal N after releasing every process.";
+Deadlock analysis: `job`, and `queues`, `core` and `replay` with two or more
+processes, match the ranks' pending operations against each other, build a
+wait-for graph over world ranks and say whether the ranks wait on each other
+for good (a cycle of specific-source waits, a knot of ANY_SOURCE waits).
+`job` takes two samples --interval ms apart (the ranks run in between), so a
+slow but progressing job is not called deadlocked. The verdict is \"unknown\",
+never \"no deadlock\", when a rank could not be read.
+
+Exit status:
+  0    success; with an analysis: no deadlock found
+  1    error (nothing could be read; --svg could not be written)
+  2    usage error
+  3    a deadlock was found (the output names its cycle)
+  4    the analysis is inconclusive (verdict \"unknown\": a rank could not be
+       read, or a wait depends on something the queues do not tell)
+  128+N  killed by signal N, after releasing every process";
 
 /// Show the MPI message queues of hung MPI programs.
 ///
@@ -67,12 +83,21 @@ pub enum Command {
         dump: DumpArgs,
     },
     /// Show the message queues of every rank of a job, found through its
-    /// starter's MPIR_proctable (mpirun, mpiexec).
+    /// starter's MPIR_proctable (mpirun, mpiexec) or MPI2DD_info proctable,
+    /// and whether the ranks are deadlocked.
     #[command(after_help = "Example: mpiq job --starter $(pgrep -n mpirun)")]
     Job {
         /// Process id of the starter (mpirun / mpiexec).
         #[arg(long, value_name = "PID")]
         starter: i32,
+        /// Samples to take: 2 (default) compares two snapshots taken
+        /// --interval apart, so that a slow but progressing job is not
+        /// reported as deadlocked; 1 decides on a single snapshot.
+        #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
+        samples: u8,
+        /// Milliseconds the ranks run between the two samples.
+        #[arg(long, value_name = "MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+        interval: u64,
         /// Dump options.
         #[command(flatten)]
         dump: DumpArgs,
@@ -123,12 +148,39 @@ Output: one line per question: KIND NAME VALUE, where VALUE is - when not found.
     },
 }
 
-/// The options every dump command takes (the bridge's `DumpOptions`).
+/// What to print on stdout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// The queues of every process, then the deadlock analysis.
+    #[default]
+    Text,
+    /// The snapshot as JSON (schema mpiq.snapshot/1) with an "analysis" object.
+    Json,
+    /// The wait-for graph for graphviz.
+    Dot,
+    /// The edges of the wait-for graph, one per line.
+    Csv,
+}
+
+/// The options every dump command takes (the bridge's `DumpOptions`, and
+/// the output of the analysis).
 #[derive(Debug, Clone, Default, Args)]
 pub struct DumpArgs {
-    /// Print the snapshot as JSON (schema mpiq.snapshot/1).
+    /// Output format: text, json (mpiq.snapshot/1 plus "analysis"), dot
+    /// (the wait-for graph for graphviz) or csv (its edges).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<OutputFormat>,
+    /// The same as --format json.
     #[arg(long)]
     pub json: bool,
+    /// Also render the wait-for graph as SVG into FILE (needs graphviz's
+    /// `dot`).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// Show the queues only, without the cross-rank analysis (the exit
+    /// status is then 0 on success).
+    #[arg(long, conflicts_with = "svg")]
+    pub no_analysis: bool,
     /// Also list communicators with nothing pending.
     #[arg(long)]
     pub all: bool,
@@ -144,7 +196,8 @@ pub struct DumpArgs {
     /// Add counters per process (library reads, host reads, time).
     #[arg(long)]
     pub stats: bool,
-    /// Save everything the debug library read, for `mpiq replay FILE`.
+    /// Save everything the debug library read, for `mpiq replay FILE`
+    /// (`job`: the last sample).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// Run the debug library inside mpiq instead of the helper
@@ -158,11 +211,33 @@ pub struct DumpArgs {
 }
 
 impl DumpArgs {
+    /// The output format (`--json` is `--format json`).
+    pub fn output_format(&self) -> Result<OutputFormat, UsageError> {
+        let f = match (self.format, self.json) {
+            (Some(f), true) if f != OutputFormat::Json => {
+                return Err(UsageError(format!(
+                    "--json and --format {} disagree",
+                    f.to_possible_value()
+                        .map_or_else(String::new, |v| v.get_name().to_string())
+                )))
+            }
+            (Some(f), _) => f,
+            (None, true) => OutputFormat::Json,
+            (None, false) => OutputFormat::Text,
+        };
+        if self.no_analysis && matches!(f, OutputFormat::Dot | OutputFormat::Csv) {
+            return Err(UsageError(
+                "--no-analysis leaves no wait-for graph for --format dot or csv".into(),
+            ));
+        }
+        Ok(f)
+    }
+
     /// The bridge's options (parsed by the bridge, so every front end
     /// accepts the same values).
     pub fn to_options(&self) -> Result<DumpOptions, UsageError> {
         let mut args: Vec<String> = Vec::new();
-        if self.json {
+        if self.output_format()? == OutputFormat::Json {
             args.push("--json".into());
         }
         if self.all {
@@ -197,6 +272,7 @@ impl DumpArgs {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use mpiq::Format;
 
     #[test]
     fn cli_is_consistent() {
@@ -248,6 +324,45 @@ mod tests {
         }
         .to_options()
         .is_err());
+    }
+
+    #[test]
+    fn formats() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["mpiq", "job", "--starter", "1"];
+            all.extend_from_slice(args);
+            let cli = Cli::try_parse_from(all)?;
+            let Command::Job {
+                dump,
+                samples,
+                interval,
+                ..
+            } = cli.command
+            else {
+                panic!("not job")
+            };
+            Ok::<_, clap::Error>((dump, samples, interval))
+        };
+        let (d, samples, interval) = parse(&[]).unwrap();
+        assert_eq!(d.output_format().unwrap(), OutputFormat::Text);
+        assert_eq!((samples, interval), (2, 500));
+        let (d, ..) = parse(&["--json"]).unwrap();
+        assert_eq!(d.output_format().unwrap(), OutputFormat::Json);
+        assert_eq!(d.to_options().unwrap().format, Format::Json);
+        let (d, ..) = parse(&["--format", "json", "--json"]).unwrap();
+        assert_eq!(d.output_format().unwrap(), OutputFormat::Json);
+        let (d, ..) = parse(&["--format", "dot"]).unwrap();
+        assert_eq!(d.output_format().unwrap(), OutputFormat::Dot);
+        assert_eq!(d.to_options().unwrap().format, Format::Text);
+        let (d, ..) = parse(&["--format", "csv", "--json"]).unwrap();
+        assert!(d.output_format().is_err());
+        let (d, ..) = parse(&["--format", "csv", "--no-analysis"]).unwrap();
+        assert!(d.output_format().is_err());
+        assert!(parse(&["--format", "xml"]).is_err());
+        assert!(parse(&["--samples", "3"]).is_err());
+        assert!(parse(&["--svg", "x.svg", "--no-analysis"]).is_err());
+        let (_, samples, interval) = parse(&["--samples", "1", "--interval", "20"]).unwrap();
+        assert_eq!((samples, interval), (1, 20));
     }
 
     #[test]

@@ -1,8 +1,13 @@
-//! The ranks of a job, from its starter's (`mpirun`, `mpiexec`) MPIR process
-//! acquisition interface: `MPIR_proctable_size` entries of
-//! `struct MPIR_PROCDESC { char *host_name; char *executable_name; int pid; }`
-//! at `MPIR_proctable`. The index in the table is the rank in
-//! `MPI_COMM_WORLD`.
+//! The ranks of a job, from its starter (`mpirun`, `mpiexec`):
+//!
+//! - the MPIR process acquisition interface: `MPIR_proctable_size` entries
+//!   of `struct MPIR_PROCDESC { char *host_name; char *executable_name; int
+//!   pid; }` at `MPIR_proctable`; the index in the table is the rank in
+//!   `MPI_COMM_WORLD`;
+//! - else the MPI-2 debugger interface draft's `MPI2DD_info` (magic
+//!   `MPI2\x7f`): `proctable_size` packed `struct MPI2DD_PROCDESC { addr
+//!   host_name, executable_name, spawn_desc, comm_world_id; int32 pid, rank;
+//!   }` at `proctable`, the world rank in each entry's `rank`.
 
 use mpiq::TargetError;
 
@@ -17,9 +22,19 @@ const MAX_RANKS: u64 = 1 << 20;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum JobError {
-    /// The starter has no `MPIR_proctable` (not an MPI starter).
-    #[error("process {0} has no MPIR_proctable: is it an MPI starter (mpirun, mpiexec)?")]
+    /// The starter has no `MPIR_proctable` and no `MPI2DD_info` (not an MPI
+    /// starter).
+    #[error("process {0} has no MPIR_proctable and no MPI2DD_info: is it an MPI starter (mpirun, mpiexec)?")]
     NoProctable(u32),
+    /// The starter has an `MPI2DD_info` (and no usable `MPIR_proctable`),
+    /// but it lists no ranks.
+    #[error("the MPI2DD_info of process {pid} lists no ranks: {reason}")]
+    Mpi2dd {
+        /// The starter.
+        pid: u32,
+        /// Why (wrong magic, no proctable, ...).
+        reason: String,
+    },
     /// The table is empty (the job has not started its ranks yet).
     #[error("the MPIR_proctable of process {0} is empty: the job has not launched its ranks yet, or this starter fills the table only for a debugger")]
     Empty(u32),
@@ -70,7 +85,42 @@ fn procdesc_layout<M: Memory>(starter: &Process<M>) -> (u64, u64, u64, u64) {
     }
 }
 
-/// Reads the starter's proctable.
+/// Where the ranks of a job were found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableSource {
+    /// `MPIR_proctable` (world rank = index).
+    Mpir,
+    /// `MPI2DD_info.proctable` (world rank = the entry's `rank`).
+    Mpi2dd,
+}
+
+impl TableSource {
+    /// The symbol's name, for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TableSource::Mpir => "MPIR_proctable",
+            TableSource::Mpi2dd => "MPI2DD_info",
+        }
+    }
+}
+
+/// The ranks of the starter's job: its `MPIR_proctable`, else (none, or
+/// empty) its `MPI2DD_info` proctable. With neither, the `MPIR_proctable`
+/// error.
+pub fn read_ranks<M: Memory>(starter: &Process<M>) -> Result<(Vec<RankEntry>, TableSource), JobError> {
+    match read_proctable(starter) {
+        Ok(t) => Ok((t, TableSource::Mpir)),
+        Err(e @ (JobError::NoProctable(_) | JobError::Empty(_))) => {
+            if starter.image().find_symbol(MPI2DD_SYMBOL).is_none() {
+                return Err(e);
+            }
+            read_mpi2dd_proctable(starter).map(|t| (t, TableSource::Mpi2dd))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads the starter's `MPIR_proctable`.
 pub fn read_proctable<M: Memory>(starter: &Process<M>) -> Result<Vec<RankEntry>, JobError> {
     let pid = starter.pid().unwrap_or(0);
     let image = starter.image();
@@ -99,20 +149,166 @@ pub fn read_proctable<M: Memory>(starter: &Process<M>) -> Result<Vec<RankEntry>,
         let host = starter.read_pointer(entry + host_off)?;
         let exe = starter.read_pointer(entry + exe_off)?;
         let rank_pid = starter.read_uint(entry + pid_off, 4)? as u32 as i32;
-        let string = |addr: u64| -> Result<String, TargetError> {
-            if addr == 0 {
-                Ok(String::new())
-            } else {
-                starter.read_c_string(addr, 4096)
-            }
-        };
         out.push(RankEntry {
             rank: i as i32,
-            host: string(host)?,
-            executable: string(exe)?,
+            host: string_at(starter, host)?,
+            executable: string_at(starter, exe)?,
             pid: rank_pid,
         });
     }
+    Ok(out)
+}
+
+/// The C string at `addr` (empty for NULL).
+fn string_at<M: Memory>(p: &Process<M>, addr: u64) -> Result<String, TargetError> {
+    if addr == 0 {
+        Ok(String::new())
+    } else {
+        p.read_c_string(addr, 4096)
+    }
+}
+
+/// The symbol of the MPI-2 debugger interface.
+const MPI2DD_SYMBOL: &str = "MPI2DD_info";
+
+/// Where the fields of `MPI2DD_info` and of a `MPI2DD_PROCDESC` are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Mpi2ddLayout {
+    /// `MPI2DD_INFO.proctable` (an address).
+    proctable: u64,
+    /// `MPI2DD_INFO.proctable_size` (int32).
+    proctable_size: u64,
+    /// `MPI2DD_INFO.directory_size` (int32).
+    directory_size: u64,
+    /// `MPI2DD_PROCDESC.host_name`, `.executable_name`, `.pid`, `.rank`.
+    host: u64,
+    exe: u64,
+    pid: u64,
+    rank: u64,
+    /// `sizeof(struct MPI2DD_PROCDESC)`.
+    stride: u64,
+}
+
+impl Mpi2ddLayout {
+    /// The draft's layout: packed, in the order given, addresses of the
+    /// target's pointer size. `MPI2DD_INFO` is 8 bytes of magic, version,
+    /// variant and debug_state, two 4-byte flag words, 8 addresses
+    /// (dll_name_32, dll_name_64, meta_host_name, meta_executable_name,
+    /// abort_string, proctable, directory_table, metadirectory_table), then
+    /// proctable_size, directory_size, ...; `MPI2DD_PROCDESC` is 4
+    /// addresses (host_name, executable_name, spawn_desc, comm_world_id),
+    /// then pid and rank.
+    fn draft(ptr: u64) -> Self {
+        Mpi2ddLayout {
+            proctable: 16 + 5 * ptr,
+            proctable_size: 16 + 8 * ptr,
+            directory_size: 16 + 8 * ptr + 4,
+            host: 0,
+            exe: ptr,
+            pid: 4 * ptr,
+            rank: 4 * ptr + 4,
+            stride: 4 * ptr + 8,
+        }
+    }
+
+    /// The layout from the starter's DWARF when it describes both structs
+    /// completely, else the draft's.
+    fn of<M: Memory>(starter: &Process<M>) -> Self {
+        let draft = Self::draft(starter.image().type_sizes().pointer as u64);
+        let image = starter.image();
+        let ty = |n: &str| image.find_type(n).ok().flatten();
+        let (Some(info), Some(desc)) = (ty("struct MPI2DD_INFO"), ty("struct MPI2DD_PROCDESC")) else {
+            return draft;
+        };
+        let field = |t, n| image.field_offset(t, n).ok().flatten();
+        match (
+            field(info, "proctable"),
+            field(info, "proctable_size"),
+            field(info, "directory_size"),
+            field(desc, "host_name"),
+            field(desc, "executable_name"),
+            field(desc, "pid"),
+            field(desc, "rank"),
+            image.size_of(desc).ok().flatten(),
+        ) {
+            (
+                Some(proctable),
+                Some(proctable_size),
+                Some(directory_size),
+                Some(host),
+                Some(exe),
+                Some(pid),
+                Some(rank),
+                Some(stride),
+            ) => Mpi2ddLayout {
+                proctable,
+                proctable_size,
+                directory_size,
+                host,
+                exe,
+                pid,
+                rank,
+                stride,
+            },
+            _ => draft,
+        }
+    }
+}
+
+/// Reads the proctable of the starter's `MPI2DD_info`: the entries sorted
+/// by world rank (an entry listed twice is kept once).
+pub fn read_mpi2dd_proctable<M: Memory>(starter: &Process<M>) -> Result<Vec<RankEntry>, JobError> {
+    let pid = starter.pid().unwrap_or(0);
+    let Some(info) = starter.image().find_symbol(MPI2DD_SYMBOL) else {
+        return Err(JobError::NoProctable(pid));
+    };
+    let fail = |reason: String| JobError::Mpi2dd { pid, reason };
+    let mut magic = [0u8; 5];
+    for (i, b) in magic.iter_mut().enumerate() {
+        *b = starter.read_uint(info + i as u64, 1)? as u8;
+    }
+    if magic != mpiq::discover::MPI2DD_MAGIC {
+        return Err(fail(format!(
+            "its magic is {magic:02x?}, expected {:02x?} (\"MPI2\\x7f\")",
+            mpiq::discover::MPI2DD_MAGIC
+        )));
+    }
+    let layout = Mpi2ddLayout::of(starter);
+    let table = starter.read_pointer(info + layout.proctable)?;
+    let size = starter.read_uint(info + layout.proctable_size, 4)? as u32 as i32;
+    if table == 0 || size <= 0 {
+        let dirs = starter.read_uint(info + layout.directory_size, 4)? as u32 as i32;
+        return Err(fail(if dirs > 0 {
+            format!(
+                "it is a metadirectory ({dirs} directory process(es)), not a directory process; \
+                 mpiq follows only a starter that lists the ranks itself"
+            )
+        } else if table == 0 {
+            "proctable is NULL (not a directory process, or the ranks are not launched yet)".to_string()
+        } else {
+            format!("proctable_size is {size}")
+        }));
+    }
+    let size = size as u64;
+    if size > MAX_RANKS {
+        return Err(JobError::TooLarge { pid, size });
+    }
+    let mut out: Vec<RankEntry> = Vec::with_capacity(size as usize);
+    for i in 0..size {
+        let entry = table + i * layout.stride;
+        let host = starter.read_pointer(entry + layout.host)?;
+        let exe = starter.read_pointer(entry + layout.exe)?;
+        let e = RankEntry {
+            rank: starter.read_uint(entry + layout.rank, 4)? as u32 as i32,
+            host: string_at(starter, host)?,
+            executable: string_at(starter, exe)?,
+            pid: starter.read_uint(entry + layout.pid, 4)? as u32 as i32,
+        };
+        if !out.iter().any(|o| o.pid == e.pid && o.host == e.host) {
+            out.push(e);
+        }
+    }
+    out.sort_by_key(|e| e.rank);
     Ok(out)
 }
 
@@ -177,6 +373,16 @@ mod tests {
     #[test]
     fn no_mpi_descendants_here() {
         assert!(mpi_descendants(std::process::id() as i32).is_empty());
+    }
+
+    #[test]
+    fn mpi2dd_draft_layout() {
+        let l = Mpi2ddLayout::draft(8);
+        // Offsets of the C structs in tests/fixtures/mpi2dd_starter.c.
+        assert_eq!((l.proctable, l.proctable_size, l.directory_size), (56, 80, 84));
+        assert_eq!((l.host, l.exe, l.pid, l.rank, l.stride), (0, 8, 32, 36, 40));
+        let l = Mpi2ddLayout::draft(4);
+        assert_eq!((l.proctable, l.proctable_size, l.stride), (36, 48, 24));
     }
 
     #[test]

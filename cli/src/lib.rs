@@ -31,10 +31,12 @@ pub mod dwarf;
 pub mod elf;
 /// A process image: objects in search order; symbol and type lookups.
 pub mod image;
-/// A starter's `MPIR_proctable`: the ranks of a job.
+/// A starter's `MPIR_proctable` or `MPI2DD_info` proctable: the ranks of a job.
 pub mod job;
 /// Opening a live process.
 pub mod live;
+/// `mpiq lookup`: answering the library's questions, for checking against gdb.
+pub mod lookup;
 /// `/proc/PID/maps` parsing and load biases.
 pub mod maps;
 /// Reading a live process's memory.
@@ -43,6 +45,8 @@ pub mod memory;
 pub mod process;
 /// Stopping and releasing a live process.
 pub mod ptrace;
+/// The output: snapshot, analysis (text, JSON, dot, CSV, SVG), exit status.
+pub mod report;
 /// Running the commands: open, dump, release, render.
 pub mod run;
 /// Releasing stopped processes on SIGINT/SIGTERM.

@@ -1,6 +1,6 @@
 //! `mpiq`: show the MPI message queues of hung MPI programs (live ranks,
-//! core files, whole jobs). Everything but argument parsing and the exit
-//! status lives in the `mpiq_cli` library.
+//! core files, whole jobs) and whether they are deadlocked. Everything but
+//! argument parsing and the exit status lives in the `mpiq_cli` library.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -9,14 +9,15 @@ use clap::Parser;
 use mpiq_cli::args::Cli;
 use mpiq_cli::run::RunError;
 
-fn real_main(cli: &Cli) -> anyhow::Result<()> {
+/// Runs the command and prints its output; returns the exit status.
+fn real_main(cli: &Cli) -> anyhow::Result<u8> {
     mpiq_cli::signals::install().map_err(|e| anyhow::anyhow!("cannot install the signal handling: {e}"))?;
     let out = mpiq_cli::run::run(cli)?;
     let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
+    match stdout.write_all(out.stdout.as_bytes()).and_then(|()| stdout.flush()) {
         // `mpiq ... | head` is not an error.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(out.exit_code()),
+        r => r.map(|()| out.exit_code()).map_err(Into::into),
     }
 }
 
@@ -24,7 +25,8 @@ fn main() -> ExitCode {
     // clap exits with 2 on a usage error and 0 for --help / --version.
     let cli = Cli::parse();
     match real_main(&cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        // 0, or 3 / 4 for a deadlock / an inconclusive analysis.
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             let code = e.downcast_ref::<RunError>().map_or(1, RunError::exit_code);
             eprintln!("mpiq: {e}");

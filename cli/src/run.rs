@@ -1,5 +1,6 @@
 //! Running the commands: open the targets (ranks in parallel), dump them
-//! through the bridge, release them, render.
+//! through the bridge, release them (for a live job: twice, the ranks
+//! running in between), analyse, render.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -7,13 +8,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use mpiq::analysis::Verdict;
 use mpiq::{DumpError, DumpOptions, ProcessSnapshot, Snapshot, Target, TargetError, UsageError};
 
-use crate::args::{Cli, Command};
+use crate::args::{Cli, Command, DumpArgs, OutputFormat};
 use crate::core::{CoreError, CoreProcess};
-use crate::job::{is_local_host, mpi_descendants, read_proctable, JobError};
+use crate::job::{is_local_host, mpi_descendants, read_ranks, JobError, TableSource};
 use crate::live::{LiveError, LiveProcess};
 use crate::process::Process;
+use crate::report::{self, Report, Samples, SvgError};
 
 /// Why a command failed as a whole.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +51,9 @@ pub enum RunError {
     /// A core file could not be opened (for `lookup --core`).
     #[error(transparent)]
     Core(#[from] CoreError),
+    /// `--svg FILE` could not be written.
+    #[error(transparent)]
+    Svg(#[from] SvgError),
 }
 
 impl RunError {
@@ -151,13 +157,13 @@ fn open_parallel<I: Sync, T: Send>(
         .collect()
 }
 
-/// Dumps the opened processes, releases them, and renders everything
-/// (failures in their place).
-fn dump_slots<M: crate::image::Memory>(
+/// Dumps the opened processes, releases them, and returns the snapshot of
+/// everything (failures in their place).
+fn collect_slots<M: crate::image::Memory>(
     mut slots: Vec<Slot<Process<M>>>,
     opts: &DumpOptions,
     rep: &Reporter,
-) -> Result<String, RunError> {
+) -> Result<Snapshot, RunError> {
     if rep.verbose {
         for s in &slots {
             if let Slot::Open(p) = s {
@@ -229,7 +235,7 @@ fn dump_slots<M: crate::image::Memory>(
         }
     }
     snapshot.processes.extend(collected);
-    Ok(mpiq::render(&snapshot, opts))
+    Ok(snapshot)
 }
 
 fn open_live(pids: &[(i32, Option<i32>)], rep: &Reporter) -> Vec<Slot<LiveProcess>> {
@@ -260,12 +266,12 @@ fn open_live(pids: &[(i32, Option<i32>)], rep: &Reporter) -> Vec<Slot<LiveProces
     slots
 }
 
-fn run_queues(pids: &[i32], opts: &DumpOptions, rep: &Reporter) -> Result<String, RunError> {
+fn run_queues(pids: &[i32], opts: &DumpOptions, rep: &Reporter) -> Result<Snapshot, RunError> {
     let pids: Vec<(i32, Option<i32>)> = pids.iter().map(|&p| (p, None)).collect();
-    dump_slots(open_live(&pids, rep), opts, rep)
+    collect_slots(open_live(&pids, rep), opts, rep)
 }
 
-fn run_core(files: &[PathBuf], exe: Option<&Path>, opts: &DumpOptions, rep: &Reporter) -> Result<String, RunError> {
+fn run_core(files: &[PathBuf], exe: Option<&Path>, opts: &DumpOptions, rep: &Reporter) -> Result<Snapshot, RunError> {
     let bar = rep.bar(files.len(), "opening core files");
     let slots = open_parallel(files, bar.as_ref(), |f| match CoreProcess::open_core(f, exe) {
         Ok(p) => Slot::Open(p),
@@ -275,118 +281,137 @@ fn run_core(files: &[PathBuf], exe: Option<&Path>, opts: &DumpOptions, rep: &Rep
         b.finish_and_clear();
     }
     rep.note("core files opened");
-    dump_slots(slots, opts, rep)
+    collect_slots(slots, opts, rep)
 }
 
-fn run_job(starter: i32, opts: &DumpOptions, rep: &Reporter) -> Result<String, RunError> {
-    let table = {
-        let mut s = LiveProcess::attach(starter).map_err(|source| RunError::Starter { pid: starter, source })?;
-        let table = read_proctable(&s);
-        if let Err(e) = s.detach() {
-            eprintln!("mpiq: warning: {e}");
-        }
-        match table {
-            Ok(t) => t,
-            Err(e @ (JobError::Empty(_) | JobError::NoProctable(_))) => {
-                // No table: the MPI processes among the starter's descendants.
-                let pids = mpi_descendants(starter);
-                if pids.is_empty() {
-                    return Err(e.into());
-                }
-                eprintln!(
-                    "mpiq: {e}\nmpiq: using the {} MPI process(es) started under it instead (world ranks as the library reports them)",
-                    pids.len()
-                );
-                let pids: Vec<(i32, Option<i32>)> = pids.into_iter().map(|p| (p, None)).collect();
-                return dump_slots(open_live(&pids, rep), opts, rep);
+/// One rank of a job: a local process to read, or one that cannot be.
+struct JobRank {
+    pid: i32,
+    rank: Option<i32>,
+    executable: String,
+    /// Why it cannot be read from here (another host).
+    unreachable: Option<String>,
+}
+
+/// The ranks of the starter's job: its proctable (`MPIR_proctable`, else
+/// `MPI2DD_info`), else the MPI processes started under it.
+fn job_ranks(starter: i32, rep: &Reporter) -> Result<Vec<JobRank>, RunError> {
+    let mut s = LiveProcess::attach(starter).map_err(|source| RunError::Starter { pid: starter, source })?;
+    let table = read_ranks(&s);
+    if let Err(e) = s.detach() {
+        eprintln!("mpiq: warning: {e}");
+    }
+    let (table, source) = match table {
+        Ok(t) => t,
+        Err(e @ (JobError::Empty(_) | JobError::NoProctable(_) | JobError::Mpi2dd { .. })) => {
+            // No table: the MPI processes among the starter's descendants.
+            let pids = mpi_descendants(starter);
+            if pids.is_empty() {
+                return Err(e.into());
             }
-            Err(e) => return Err(e.into()),
+            eprintln!(
+                "mpiq: {e}\nmpiq: using the {} MPI process(es) started under it instead (world ranks as the library reports them)",
+                pids.len()
+            );
+            return Ok(pids
+                .into_iter()
+                .map(|pid| JobRank {
+                    pid,
+                    rank: None,
+                    executable: String::new(),
+                    unreachable: None,
+                })
+                .collect());
         }
+        Err(e) => return Err(e.into()),
     };
-    rep.note(format_args!("proctable of {starter}: {} rank(s)", table.len()));
-    let local: Vec<(i32, Option<i32>)> = table
-        .iter()
-        .filter(|r| is_local_host(&r.host))
-        .map(|r| (r.pid, Some(r.rank)))
-        .collect();
-    let mut opened = open_live(&local, rep).into_iter();
-    let mut slots = Vec::with_capacity(table.len());
-    for r in &table {
-        if is_local_host(&r.host) {
-            slots.extend(opened.next());
-        } else {
-            slots.push(Slot::Failed(Box::new(failed_snapshot(
-                u32::try_from(r.pid).ok(),
-                Some(r.rank),
-                r.executable.clone(),
+    rep.note(format_args!(
+        "{} of {starter}: {} rank(s)",
+        source.as_str(),
+        table.len()
+    ));
+    if source == TableSource::Mpi2dd {
+        rep.note("world ranks from the proctable entries' rank field");
+    }
+    Ok(table
+        .into_iter()
+        .map(|r| JobRank {
+            unreachable: (!is_local_host(&r.host)).then(|| {
                 format!(
                     "rank {} (pid {}) runs on host {}: not reachable from here",
                     r.rank, r.pid, r.host
-                ),
-            ))));
+                )
+            }),
+            pid: r.pid,
+            rank: Some(r.rank),
+            executable: r.executable,
+        })
+        .collect())
+}
+
+/// One snapshot of every rank of a job: stop, read, release.
+fn sample_job(ranks: &[JobRank], opts: &DumpOptions, rep: &Reporter) -> Result<Snapshot, RunError> {
+    let local: Vec<(i32, Option<i32>)> = ranks
+        .iter()
+        .filter(|r| r.unreachable.is_none())
+        .map(|r| (r.pid, r.rank))
+        .collect();
+    let mut opened = open_live(&local, rep).into_iter();
+    let mut slots = Vec::with_capacity(ranks.len());
+    for r in ranks {
+        match &r.unreachable {
+            None => slots.extend(opened.next()),
+            Some(why) => slots.push(Slot::Failed(Box::new(failed_snapshot(
+                u32::try_from(r.pid).ok(),
+                r.rank,
+                r.executable.clone(),
+                why.clone(),
+            )))),
         }
     }
-    dump_slots(slots, opts, rep)
+    collect_slots(slots, opts, rep)
 }
 
-fn run_lookup(target: &mut dyn LookupTarget, questions: &Questions, json: bool) -> Result<String, RunError> {
-    let mut lines = Vec::new();
-    let mut obj = serde_json::Map::new();
-    let mut put = |kind: &str, name: &str, value: Option<serde_json::Value>| {
-        let text = match &value {
-            None => "-".to_string(),
-            Some(serde_json::Value::String(s)) if kind == "string" => format!("{s:?}"),
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(v) => v.to_string(),
-        };
-        lines.push(format!("{kind} {name} {text}"));
-        obj.entry(kind.to_string())
-            .or_insert_with(|| serde_json::Value::Object(Default::default()))
-            .as_object_mut()
-            .map(|m| m.insert(name.to_string(), value.unwrap_or(serde_json::Value::Null)));
-    };
-    let hex = |a: u64| serde_json::Value::String(format!("{a:#x}"));
-    for s in &questions.symbol {
-        put("symbol", s, target.find_symbol(s).map_err(RunError::Lookup)?.map(hex));
+/// Every rank of the starter's job, sampled once or twice `interval_ms`
+/// apart (the ranks run in between).
+fn run_job(
+    starter: i32,
+    samples: u8,
+    interval_ms: u64,
+    opts: &DumpOptions,
+    rep: &Reporter,
+) -> Result<Samples, RunError> {
+    let ranks = job_ranks(starter, rep)?;
+    let first_at = Instant::now();
+    let first = sample_job(&ranks, opts, rep)?;
+    if samples < 2 {
+        return Ok(Samples {
+            current: first,
+            ..Samples::default()
+        });
     }
-    for s in &questions.function {
-        put(
-            "function",
-            s,
-            target.find_function(s).map_err(RunError::Lookup)?.map(hex),
-        );
-    }
-    for s in &questions.string {
-        let v = target.string_symbol(s).map_err(RunError::Lookup)?;
-        put("string", s, v.map(serde_json::Value::String));
-    }
-    for t in &questions.sizeof {
-        let v = match target.find_type(t).map_err(RunError::Lookup)? {
-            Some(id) => target.size_of(id).map_err(RunError::Lookup)?,
-            None => None,
-        };
-        put("sizeof", t, v.map(Into::into));
-    }
-    for q in &questions.offsetof {
-        let Some((t, f)) = q.rsplit_once('.') else {
-            return Err(RunError::Usage(UsageError(format!(
-                "--offsetof {q}: expected TYPE.FIELD"
-            ))));
-        };
-        let v = match target.find_type(t).map_err(RunError::Lookup)? {
-            Some(id) => target.field_offset(id, f).map_err(RunError::Lookup)?,
-            None => None,
-        };
-        put("offsetof", q, v.map(Into::into));
-    }
-    if json {
-        Ok(serde_json::Value::Object(obj).to_string() + "\n")
-    } else {
-        Ok(lines.join("\n") + "\n")
+    rep.note(format_args!("letting the job run {interval_ms} ms"));
+    std::thread::sleep(Duration::from_millis(interval_ms));
+    let second_at = Instant::now();
+    match sample_job(&ranks, opts, rep) {
+        Ok(second) => Ok(Samples {
+            current: second,
+            previous: Some(first),
+            interval_ms: Some(second_at.duration_since(first_at).as_millis() as u64),
+            second_failed: None,
+        }),
+        // The ranks are gone (the job ended, or was killed): show the
+        // first sample, which alone cannot confirm a deadlock.
+        Err(e @ (RunError::NothingOpened(_) | RunError::Dump(DumpError::AllFailed(_)))) => Ok(Samples {
+            current: first,
+            second_failed: Some(e.to_string()),
+            ..Samples::default()
+        }),
+        Err(e) => Err(e),
     }
 }
 
-fn run_replay(file: &Path, opts: &DumpOptions) -> Result<String, RunError> {
+fn run_replay(file: &Path, opts: &DumpOptions) -> Result<Snapshot, RunError> {
     let recording = mpiq::record::RecordingFile::load(file).map_err(|e| RunError::Replay(e.to_string()))?;
     let mut replays = recording
         .processes
@@ -395,49 +420,87 @@ fn run_replay(file: &Path, opts: &DumpOptions) -> Result<String, RunError> {
         .collect::<Result<Vec<_>, String>>()
         .map_err(|e| RunError::Replay(format!("{}: {e}", file.display())))?;
     let mut targets: Vec<&mut dyn Target> = replays.iter_mut().map(|r| r as &mut dyn Target).collect();
-    Ok(mpiq::dump(&mut targets, opts)?)
+    Ok(mpiq::collect_all(&mut targets, opts)?)
 }
 
-/// The questions of `mpiq lookup`.
-struct Questions {
-    symbol: Vec<String>,
-    function: Vec<String>,
-    string: Vec<String>,
-    sizeof: Vec<String>,
-    offsetof: Vec<String>,
+/// What a command produced.
+#[derive(Debug)]
+pub struct Outcome {
+    /// What to print on stdout.
+    pub stdout: String,
+    /// The verdict of the analysis, if one was made.
+    pub verdict: Option<Verdict>,
 }
 
-/// A target that can also read a string symbol.
-trait LookupTarget: Target {
-    fn string_symbol(&mut self, name: &str) -> Result<Option<String>, TargetError>;
-}
-
-impl<M: crate::image::Memory> LookupTarget for Process<M> {
-    fn string_symbol(&mut self, name: &str) -> Result<Option<String>, TargetError> {
-        let Some((addr, size)) = self.image().find_symbol_sized(name) else {
-            return Ok(None);
-        };
-        let ptr = self.image().type_sizes().pointer as u64;
-        // `char name[N]` holds the text; `char *name` points to it.
-        let at = if size == ptr { self.read_pointer(addr)? } else { addr };
-        if at == 0 {
-            return Ok(Some(String::new()));
-        }
-        self.read_c_string(at, 4096).map(Some)
+impl Outcome {
+    /// The process exit status (see `mpiq --help`).
+    pub fn exit_code(&self) -> u8 {
+        report::exit_code(self.verdict)
     }
 }
 
-/// Runs a parsed command line; returns what to print on stdout.
-pub fn run(cli: &Cli) -> Result<String, RunError> {
+/// Analyses (when the command calls for it), renders, writes `--svg`.
+fn finish(samples: Samples, whole_job: bool, dump: &DumpArgs, opts: &DumpOptions) -> Result<Outcome, RunError> {
+    let format = dump.output_format()?;
+    let analyse = !dump.no_analysis
+        && (whole_job
+            || samples.current.processes.len() >= 2
+            || dump.svg.is_some()
+            || matches!(format, OutputFormat::Dot | OutputFormat::Csv));
+    let report = if analyse {
+        Report::analyzed(samples)
+    } else {
+        Report::plain(samples.current)
+    };
+    if let (Some(path), Some(a)) = (&dump.svg, &report.analysis) {
+        report::write_svg(a, path)?;
+    }
+    Ok(Outcome {
+        stdout: report.render(format, opts),
+        verdict: report.verdict(),
+    })
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
     let rep = Reporter {
         verbose: cli.verbose,
         start: Instant::now(),
     };
+    let one = |current| Samples {
+        current,
+        ..Samples::default()
+    };
+    let dump_command = |dump: &DumpArgs| -> Result<DumpOptions, RunError> {
+        let opts = dump.to_options()?;
+        if dump.svg.is_some() {
+            // Before any process is stopped.
+            report::check_dot()?;
+        }
+        Ok(opts)
+    };
     match &cli.command {
-        Command::Queues { pids, dump } => run_queues(pids, &dump.to_options()?, &rep),
-        Command::Core { files, exe, dump } => run_core(files, exe.as_deref(), &dump.to_options()?, &rep),
-        Command::Job { starter, dump } => run_job(*starter, &dump.to_options()?, &rep),
-        Command::Replay { file, dump } => run_replay(file, &dump.to_options()?),
+        Command::Queues { pids, dump } => {
+            let opts = dump_command(dump)?;
+            finish(one(run_queues(pids, &opts, &rep)?), false, dump, &opts)
+        }
+        Command::Core { files, exe, dump } => {
+            let opts = dump_command(dump)?;
+            finish(one(run_core(files, exe.as_deref(), &opts, &rep)?), false, dump, &opts)
+        }
+        Command::Job {
+            starter,
+            samples,
+            interval,
+            dump,
+        } => {
+            let opts = dump_command(dump)?;
+            finish(run_job(*starter, *samples, *interval, &opts, &rep)?, true, dump, &opts)
+        }
+        Command::Replay { file, dump } => {
+            let opts = dump_command(dump)?;
+            finish(one(run_replay(file, &opts)?), false, dump, &opts)
+        }
         Command::Lookup {
             pid,
             core,
@@ -448,27 +511,29 @@ pub fn run(cli: &Cli) -> Result<String, RunError> {
             offsetof,
             json,
         } => {
-            let questions = Questions {
+            let questions = crate::lookup::Questions {
                 symbol: symbol.clone(),
                 function: function.clone(),
                 string: string.clone(),
                 sizeof: sizeof.clone(),
                 offsetof: offsetof.clone(),
             };
-            if let Some(core) = core {
+            let stdout = if let Some(core) = core {
                 let mut p = CoreProcess::open_core(core, None)?;
-                return run_lookup(&mut p, &questions, *json);
-            }
-            let pid = pid.unwrap_or_default();
-            let mut p = LiveProcess::attach(pid).map_err(|e| RunError::NothingOpened(e.to_string()))?;
-            rep.note("stopped");
-            test_hold();
-            let out = run_lookup(&mut p, &questions, *json);
-            rep.note("answered");
-            if let Err(e) = p.detach() {
-                eprintln!("mpiq: warning: {e}");
-            }
-            out
+                crate::lookup::run_lookup(&mut p, &questions, *json)?
+            } else {
+                let pid = pid.unwrap_or_default();
+                let mut p = LiveProcess::attach(pid).map_err(|e| RunError::NothingOpened(e.to_string()))?;
+                rep.note("stopped");
+                test_hold();
+                let out = crate::lookup::run_lookup(&mut p, &questions, *json);
+                rep.note("answered");
+                if let Err(e) = p.detach() {
+                    eprintln!("mpiq: warning: {e}");
+                }
+                out?
+            };
+            Ok(Outcome { stdout, verdict: None })
         }
     }
 }
