@@ -159,6 +159,32 @@ _mpiq_symbol_name = re.compile(r"[A-Za-z_][A-Za-z0-9_:.]*\Z")
 _mpiq_aggregates = (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION)
 _mpiq_main_thread = threading.main_thread().ident
 
+# Symbol and type lookups, kept across dumps: gdb answers a symbol that does
+# not exist (the libraries probe several) only after searching every objfile,
+# a few milliseconds each. Per inferior and process; forgotten whenever an
+# objfile comes or goes or the process exits, since addresses may then change.
+_mpiq_lookups = {}  # (inferior num, pid) -> ({(name, is function): addr or None}, {name: gdb.Type or None})
+
+
+def _mpiq_forget_lookups(*_):
+    _mpiq_lookups.clear()
+
+
+def _mpiq_lookups_of(inferior):
+    key = (inferior.num, inferior.pid)
+    found = _mpiq_lookups.get(key)
+    if found is None:
+        found = _mpiq_lookups[key] = ({}, {})
+    return found
+
+
+if not globals().get("_mpiq_lookup_events"):
+    for _mpiq_event in ("new_objfile", "clear_objfiles", "free_objfile", "exited", "inferior_deleted"):
+        _mpiq_registry = getattr(gdb.events, _mpiq_event, None)
+        if _mpiq_registry is not None:
+            _mpiq_registry.connect(_mpiq_forget_lookups)
+    _mpiq_lookup_events = True
+
 
 class MpiqTarget:
     """struct mpiq_target for one gdb inferior, with its callbacks and caches.
@@ -173,8 +199,9 @@ class MpiqTarget:
         self.dump = dump
         self.inferior = inferior
         self.thread = thread  # selected before lookups when several inferiors are dumped
-        self.symbols = {}  # (name (bytes), is a function) -> address or None
-        self.types = {}  # name (bytes) -> handle or None
+        # (name (bytes), is a function) -> address or None; name -> gdb.Type or None
+        self.symbols, self.known_types = _mpiq_lookups_of(inferior)
+        self.types = {}  # name (bytes) -> this dump's handle or None
         self.basics = None  # (short, int, long, long long, pointer)
         self.big_endian = None
         pid = inferior.pid
@@ -210,7 +237,7 @@ class MpiqTarget:
         memmove = ctypes.memmove
         get_ident = threading.get_ident
         activate = self._activate if dump.switching else None
-        symbols, types = self.symbols, self.types
+        symbols, types, known_types = self.symbols, self.types, self.known_types
         lookup_address, lookup_type = self._lookup_address, self._lookup_type
         MemoryError_ = gdb.MemoryError
 
@@ -268,9 +295,12 @@ class MpiqTarget:
                 if name in types:
                     handle = types[name]
                 else:
-                    if activate is not None and dump.active is not self:
-                        activate()
-                    t = lookup_type(name.decode("utf-8", "replace"))
+                    if name in known_types:
+                        t = known_types[name]
+                    else:
+                        if activate is not None and dump.active is not self:
+                            activate()
+                        t = known_types[name] = lookup_type(name.decode("utf-8", "replace"))
                     handle = types[name] = None if t is None else dump.add_type(t)
                 if handle is None:
                     return MPIQ_NOT_FOUND

@@ -24,9 +24,43 @@ use crate::target::{Target, TargetError};
 pub struct Interrupted;
 
 /// Most communicators read from one process (a corrupt list may loop).
+/// `MPIQ_MAX_COMMUNICATORS` overrides it (see [`limit`]).
 pub const MAX_COMMUNICATORS: usize = 100_000;
 /// Most operations read from one queue of one communicator.
-pub const MAX_OPERATIONS: usize = 1_000_000;
+/// `MPIQ_MAX_OPERATIONS` overrides it (see [`limit`]). A looping list hits
+/// it: 100,000 operations make a snapshot of about 50 MB of JSON, which the
+/// helper sends in about half a second (a million took 5 s and 2.6 GB).
+pub const MAX_OPERATIONS: usize = 100_000;
+
+/// A limit of the dump: the positive integer in the environment variable
+/// `name` (`MPIQ_MAX_COMMUNICATORS`, `MPIQ_MAX_OPERATIONS`,
+/// `MPIQ_MAX_CALLBACKS`, `MPIQ_MAX_FAILURES`), else `default`. Read in the process that runs the
+/// library (`mpiq-dllhost` inherits the front end's environment), so tests
+/// can hit a limit in milliseconds and users can raise one.
+pub fn limit(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(default)
+}
+
+/// The limits of one dump.
+#[derive(Clone, Copy)]
+struct Limits {
+    communicators: usize,
+    operations: usize,
+}
+
+impl Limits {
+    fn current() -> Self {
+        let get = |name, default: usize| usize::try_from(limit(name, default as u64)).unwrap_or(default);
+        Limits {
+            communicators: get("MPIQ_MAX_COMMUNICATORS", MAX_COMMUNICATORS),
+            operations: get("MPIQ_MAX_OPERATIONS", MAX_OPERATIONS),
+        }
+    }
+}
 
 /// Collects one process. Failures are recorded in the snapshot; only an
 /// interruption is an error.
@@ -146,7 +180,7 @@ pub fn run_dll(
     // Everything from here runs the library: one dump at a time.
     let _guard = dll.lock.lock().unwrap_or_else(|p| p.into_inner());
     let mut session = Session::new(target, known_rank);
-    let result = run_library(dll, &mut session, &image_name, &mut snap);
+    let result = run_library(dll, &mut session, &image_name, &mut snap, Limits::current());
     teardown(dll, &mut session);
     if session.interrupted {
         return Err(Attempt::Interrupted);
@@ -161,8 +195,31 @@ pub fn run_dll(
         snap.messages.push(format!(
             "stopped after {} callbacks from the debug library: the target's lists may be corrupt; \
              what was read before is shown",
-            crate::ffi::session::MAX_CALLBACKS
+            session.max_callbacks
         ));
+    }
+    if session.too_many_failures {
+        snap.messages.push(format!(
+            "stopped after {} failed reads or lookups in the target: the target's lists may be corrupt; \
+             what was read before is shown",
+            session.max_failures
+        ));
+    }
+    if session.failures > 0 {
+        // The libraries often treat a failed read as the end of a list: say
+        // so, or a queue could look empty when it was not read.
+        let what = format!(
+            "{} read{} or lookup{} in the target failed while the debug library walked its lists (the first: {})",
+            session.failures,
+            if session.failures == 1 { "" } else { "s" },
+            if session.failures == 1 { "" } else { "s" },
+            session.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
+        );
+        if snap.error.is_none() && snap.communicators.is_empty() {
+            snap.error = Some(format!("no communicator could be read: {what}"));
+        } else {
+            snap.messages.push(format!("{what}; what is shown may be incomplete"));
+        }
     }
     normalize::finish(&mut snap);
     if opts.stats {
@@ -252,10 +309,18 @@ fn describe(dll: &Dll, session: &Session<'_>, c: c_int) -> String {
     match c {
         mqs_no_information => "no information".into(),
         mqs_end_of_list => "end of list".into(),
-        _ => dll
-            .error_string(c)
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|| format!("error code {c}")),
+        _ => {
+            let text = dll
+                .error_string(c)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|| format!("error code {c}"));
+            // The library turned one of our failures into its own code: say
+            // what failed underneath (a missing answer, an unreadable page).
+            match &session.error {
+                Some(e) => format!("{text} (after: {e})"),
+                None => text,
+            }
+        }
     }
 }
 
@@ -267,7 +332,13 @@ fn library_message(p: *mut c_char, name: &str) -> Option<String> {
     Some(text.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
-fn run_library(dll: &Dll, s: &mut Session<'_>, image_name: &str, snap: &mut ProcessSnapshot) -> Result<(), String> {
+fn run_library(
+    dll: &Dll,
+    s: &mut Session<'_>,
+    image_name: &str,
+    snap: &mut ProcessSnapshot,
+    limits: Limits,
+) -> Result<(), String> {
     let e = &dll.entry;
     let image = s.image_ptr();
     let process = s.process_ptr();
@@ -283,15 +354,7 @@ fn run_library(dll: &Dll, s: &mut Session<'_>, image_name: &str, snap: &mut Proc
     let mut message: *mut c_char = std::ptr::null_mut();
     // SAFETY: as above; `message` is a valid out-pointer.
     let rc = unsafe { (e.image_has_queues)(image, &mut message) };
-    if rc != mqs_ok {
-        return Err(has_queues_error(
-            dll,
-            s,
-            rc,
-            library_message(message, image_name),
-            image_name,
-        ));
-    }
+    has_queues(dll, s, rc, message, image_name)?;
     // SAFETY: as above.
     let rc = unsafe { (e.setup_process)(process, &PROCESS_CALLBACKS) };
     if rc != mqs_ok {
@@ -303,15 +366,7 @@ fn run_library(dll: &Dll, s: &mut Session<'_>, image_name: &str, snap: &mut Proc
     let mut message: *mut c_char = std::ptr::null_mut();
     // SAFETY: as above.
     let rc = unsafe { (e.process_has_queues)(process, &mut message) };
-    if rc != mqs_ok {
-        return Err(has_queues_error(
-            dll,
-            s,
-            rc,
-            library_message(message, image_name),
-            image_name,
-        ));
-    }
+    has_queues(dll, s, rc, message, image_name)?;
     // SAFETY: as above.
     let rc = unsafe { (e.update_communicator_list)(process) };
     if rc != mqs_ok {
@@ -324,10 +379,9 @@ fn run_library(dll: &Dll, s: &mut Session<'_>, image_name: &str, snap: &mut Proc
     let mut rc = unsafe { (e.setup_communicator_iterator)(process) };
     let mut count = 0;
     while rc == mqs_ok {
-        if count == MAX_COMMUNICATORS {
-            snap.messages.push(format!(
-                "stopped after {MAX_COMMUNICATORS} communicators: the list may be corrupt"
-            ));
+        if count == limits.communicators {
+            snap.messages
+                .push(format!("stopped after {count} communicators: the list may be corrupt"));
             break;
         }
         count += 1;
@@ -343,7 +397,7 @@ fn run_library(dll: &Dll, s: &mut Session<'_>, image_name: &str, snap: &mut Proc
         let group = comm_group(dll, s, &raw);
         let mut comm = normalize::communicator(&raw, group);
         for kind in QueueKind::ALL {
-            *comm.queues.get_mut(kind) = read_queue(dll, s, kind, &comm);
+            *comm.queues.get_mut(kind) = read_queue(dll, s, kind, &comm, limits.operations);
             if s.interrupted {
                 return Err("interrupted".into());
             }
@@ -359,6 +413,22 @@ fn run_library(dll: &Dll, s: &mut Session<'_>, image_name: &str, snap: &mut Proc
         ));
     }
     Ok(())
+}
+
+/// The outcome of `mqs_image_has_queues` / `mqs_process_has_queues`: the
+/// library's message counts only when the return code says it failed
+/// (MPICH sets its failure text on success too).
+fn has_queues(dll: &Dll, s: &Session<'_>, rc: c_int, message: *mut c_char, image_name: &str) -> Result<(), String> {
+    if rc == mqs_ok {
+        return Ok(());
+    }
+    Err(has_queues_error(
+        dll,
+        s,
+        rc,
+        library_message(message, image_name),
+        image_name,
+    ))
 }
 
 /// The error for a failed `mqs_image_has_queues` / `mqs_process_has_queues`.
@@ -393,7 +463,7 @@ fn comm_group(dll: &Dll, s: &mut Session<'_>, raw: &mqs_communicator) -> Option<
     (rc == mqs_ok).then(|| members.into_iter().map(i64::from).collect())
 }
 
-fn read_queue(dll: &Dll, s: &mut Session<'_>, kind: QueueKind, comm: &Communicator) -> Queue {
+fn read_queue(dll: &Dll, s: &mut Session<'_>, kind: QueueKind, comm: &Communicator, max_operations: usize) -> Queue {
     let e = &dll.entry;
     let process = s.process_ptr();
     let op_class = match kind {
@@ -412,10 +482,10 @@ fn read_queue(dll: &Dll, s: &mut Session<'_>, kind: QueueKind, comm: &Communicat
     }
     let mut queue = Queue::available(Vec::new());
     loop {
-        if queue.operations.len() == MAX_OPERATIONS {
+        if queue.operations.len() == max_operations {
             queue.incomplete = true;
             queue.reason = Some(format!(
-                "stopped after {MAX_OPERATIONS} operations in '{}' {}: the list may be corrupt",
+                "stopped after {max_operations} operations in '{}' {}: the list may be corrupt",
                 comm.name,
                 kind.as_str()
             ));

@@ -51,7 +51,7 @@ fn read_pointer(t: &mut dyn Target, addr: u64, size: usize, order: ByteOrder) ->
     Ok(v)
 }
 
-/// Reads a NUL-terminated string of at most [`MAX_PATH`] bytes, a chunk at a
+/// Reads a NUL-terminated string of at most 4096 bytes, a chunk at a
 /// time so that a string near the end of a mapping is still read.
 pub fn read_c_string(t: &mut dyn Target, addr: u64) -> Result<String, TargetError> {
     let mut out = Vec::new();

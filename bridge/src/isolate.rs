@@ -1,9 +1,13 @@
 //! Running the debug library in a helper process, `mpiq-dllhost`.
 //!
 //! The front end keeps the target; the helper loads the library and asks
-//! the front end for every answer over a socket, one JSON line per message.
-//! The helper has its own page cache, so a dump costs one round trip per
-//! page, not per `mqs_fetch_data`. If the library crashes, aborts or stops
+//! the front end for every answer over a socket, one JSON line per message;
+//! the bytes of a memory read follow their answer's line raw (binary
+//! framing: no hex to encode and decode). The helper has its own page cache,
+//! so a dump costs one round trip per cache block (256 KiB), not per
+//! `mqs_fetch_data`, and the lookups the library asked in this process's
+//! earlier dumps are answered before it starts (`isolate/known.rs`), with no round
+//! trip at all. If the library crashes, aborts or stops
 //! answering, the helper dies or is killed and the front end reports it;
 //! the debugger carries on.
 
@@ -16,6 +20,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+
+mod known;
 
 use crate::collect::{run_dll, Attempt};
 use crate::options::DumpOptions;
@@ -36,6 +42,9 @@ struct Start {
     big_endian: bool,
     world_rank: Option<i32>,
     stats: bool,
+    /// Lookups answered before the start ([`known`]).
+    #[serde(default)]
+    known: known::Known,
 }
 
 /// A question from the helper.
@@ -53,7 +62,8 @@ enum Query {
 /// The front end's answer.
 #[derive(Debug, Serialize, Deserialize)]
 enum Answer {
-    Bytes(String),
+    /// This many bytes follow the line, raw.
+    Bytes(u64),
     Value(Option<u64>),
     Sizes(TypeSizes),
     Failed(TargetError),
@@ -97,27 +107,15 @@ fn containing_object() -> Option<PathBuf> {
     std::fs::canonicalize(&path).ok().or(Some(path))
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str, out: &mut [u8]) -> bool {
-    if s.len() != out.len() * 2 {
-        return false;
-    }
-    for (i, o) in out.iter_mut().enumerate() {
-        match u8::from_str_radix(&s[2 * i..2 * i + 2], 16) {
-            Ok(v) => *o = v,
-            Err(_) => return false,
-        }
-    }
-    true
-}
-
 /// Reads lines from a socket with a deadline per line.
 struct LineReader {
     sock: UnixStream,
     buf: Vec<u8>,
+    /// How much of `buf` is known to hold no newline: a long line (the
+    /// snapshot, megabytes) arrives in many reads and is scanned once.
+    scanned: usize,
+    /// Where each read from the socket lands (allocated once).
+    chunk: Box<[u8]>,
 }
 
 enum ReadLine {
@@ -131,10 +129,17 @@ impl LineReader {
     fn next(&mut self, timeout: Duration) -> ReadLine {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(n) = self.buf.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.buf.drain(..=n).collect();
-                return ReadLine::Line(String::from_utf8_lossy(&line[..n]).into_owned());
+            if let Some(n) = self.buf[self.scanned..].iter().position(|&b| b == b'\n') {
+                let n = self.scanned + n;
+                let rest = self.buf.split_off(n + 1);
+                let mut line = std::mem::replace(&mut self.buf, rest);
+                line.truncate(n);
+                self.scanned = 0;
+                return ReadLine::Line(
+                    String::from_utf8(line).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+                );
             }
+            self.scanned = self.buf.len();
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return ReadLine::TimedOut;
@@ -157,10 +162,9 @@ impl LineReader {
             if rc == 0 {
                 continue;
             }
-            let mut chunk = [0u8; 65536];
-            match self.sock.read(&mut chunk) {
+            match self.sock.read(&mut self.chunk) {
                 Ok(0) => return ReadLine::Eof,
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => self.buf.extend_from_slice(&self.chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return ReadLine::Failed(e),
             }
@@ -169,40 +173,48 @@ impl LineReader {
 }
 
 fn send<T: Serialize>(sock: &mut UnixStream, msg: &T) -> std::io::Result<()> {
+    send_with(sock, msg, &[])
+}
+
+/// Sends `msg` as a line, then `raw` as is, in one write.
+fn send_with<T: Serialize>(sock: &mut UnixStream, msg: &T, raw: &[u8]) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
     line.push(b'\n');
+    line.extend_from_slice(raw);
     // std's UnixStream sends with MSG_NOSIGNAL: a dead peer is an error, not SIGPIPE.
     sock.write_all(&line)
 }
 
-fn answer(target: &mut dyn Target, q: Query) -> Answer {
+/// The answer to `q`, and for a read the bytes that follow it.
+fn answer(target: &mut dyn Target, q: &Query) -> (Answer, Vec<u8>) {
+    let none = |a: Answer| (a, Vec::new());
     let value = |r: Result<Option<u64>, TargetError>| match r {
         Ok(v) => Answer::Value(v),
         Err(e) => Answer::Failed(e),
     };
     match q {
-        Query::Read { addr, len } => {
+        &Query::Read { addr, len } => {
             let Ok(n) = usize::try_from(len) else {
-                return Answer::Failed(TargetError::Host("read too large".into()));
+                return none(Answer::Failed(TargetError::Host("read too large".into())));
             };
             if n > 64 << 20 {
-                return Answer::Failed(TargetError::Host(format!("refusing a {n}-byte read")));
+                return none(Answer::Failed(TargetError::Host(format!("refusing a {n}-byte read"))));
             }
             let mut buf = vec![0u8; n];
             match target.read_memory(addr, &mut buf) {
-                Ok(()) => Answer::Bytes(hex(&buf)),
-                Err(e) => Answer::Failed(e),
+                Ok(()) => (Answer::Bytes(len), buf),
+                Err(e) => none(Answer::Failed(e)),
             }
         }
-        Query::Symbol(n) => value(target.find_symbol(&n)),
-        Query::Function(n) => value(target.find_function(&n)),
-        Query::Type(n) => value(target.find_type(&n).map(|t| t.map(|t| t.0))),
-        Query::Field { ty, field } => value(target.field_offset(TypeId(ty), &field)),
-        Query::Size(ty) => value(target.size_of(TypeId(ty))),
-        Query::TypeSizes => match target.type_sizes() {
+        Query::Symbol(n) => none(value(target.find_symbol(n))),
+        Query::Function(n) => none(value(target.find_function(n))),
+        Query::Type(n) => none(value(target.find_type(n).map(|t| t.map(|t| t.0)))),
+        Query::Field { ty, field } => none(value(target.field_offset(TypeId(*ty), field))),
+        Query::Size(ty) => none(value(target.size_of(TypeId(*ty)))),
+        Query::TypeSizes => none(match target.type_sizes() {
             Ok(s) => Answer::Sizes(s),
             Err(e) => Answer::Failed(e),
-        },
+        }),
     }
 }
 
@@ -255,7 +267,10 @@ pub fn run(
         (Err(e), _) | (_, Err(e)) => return failed(target, format!("cannot set up {DLLHOST}: {e}")),
     };
     drop(theirs);
+    // The library's path as an argument: the helper loads it while this
+    // process prepares the answers below.
     let mut child = match Command::new(host)
+        .arg(dll)
         .stdin(Stdio::from(stdin))
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::inherit())
@@ -264,6 +279,8 @@ pub fn run(
         Ok(c) => c,
         Err(e) => return failed(target, format!("cannot start {}: {e}", host.display())),
     };
+    // Answer what the library asked in earlier dumps now, in this process.
+    let (answered, mut learner) = known::Known::prepare(target, dll);
     let start = Start {
         dll: dll.to_path_buf(),
         source,
@@ -271,11 +288,14 @@ pub fn run(
         big_endian: target.byte_order() == ByteOrder::Big,
         world_rank: known_rank,
         stats: opts.stats,
+        known: answered,
     };
     let mut reader = match ours.try_clone() {
         Ok(s) => LineReader {
             sock: s,
             buf: Vec::new(),
+            scanned: 0,
+            chunk: vec![0u8; 256 << 10].into_boxed_slice(),
         },
         Err(e) => {
             let _ = child.kill();
@@ -289,12 +309,16 @@ pub fn run(
             match reader.next(timeout) {
                 ReadLine::Line(line) => match serde_json::from_str::<FromHost>(&line) {
                     Ok(FromHost::Query(q)) => {
-                        let a = answer(target, q);
-                        if send(&mut ours, &a).is_err() {
+                        let (a, raw) = answer(target, &q);
+                        learner.observe(&q, &a);
+                        if send_with(&mut ours, &a, &raw).is_err() {
                             break;
                         }
                     }
                     Ok(FromHost::Done(r)) => {
+                        if r.is_ok() {
+                            learner.remember();
+                        }
                         outcome = Some(r);
                         break;
                     }
@@ -363,6 +387,8 @@ struct Remote {
     order: ByteOrder,
     rank: Option<i32>,
     line: String,
+    /// Answers the front end sent with the start message.
+    known: known::KnownIndex,
 }
 
 impl Remote {
@@ -400,30 +426,51 @@ impl Target for Remote {
             addr,
             len: buf.len() as u64,
         })? {
-            Answer::Bytes(h) if unhex(&h, buf) => Ok(()),
+            Answer::Bytes(n) if n == buf.len() as u64 => self
+                .reader
+                .read_exact(buf)
+                .map_err(|e| TargetError::Host(format!("the debugger side of mpiq went away: {e}"))),
             Answer::Failed(e) => Err(e),
             other => Err(TargetError::Host(format!("unexpected answer to a read: {other:?}"))),
         }
     }
     fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
+        if let Some(&v) = self.known.symbols.get(name) {
+            return Ok(v);
+        }
         self.value(Query::Symbol(name.into()))
     }
     fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
+        if let Some(&v) = self.known.functions.get(name) {
+            return Ok(v);
+        }
         self.value(Query::Function(name.into()))
     }
     fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
+        if let Some(&v) = self.known.types.get(name) {
+            return Ok(v.map(TypeId));
+        }
         Ok(self.value(Query::Type(name.into()))?.map(TypeId))
     }
     fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
+        if let Some(&v) = self.known.fields.get(&(ty.0, field.to_string())) {
+            return Ok(v);
+        }
         self.value(Query::Field {
             ty: ty.0,
             field: field.into(),
         })
     }
     fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
+        if let Some(&v) = self.known.sizes.get(&ty.0) {
+            return Ok(v);
+        }
         self.value(Query::Size(ty.0))
     }
     fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
+        if let Some(s) = self.known.type_sizes {
+            return Ok(s);
+        }
         match self.ask(Query::TypeSizes)? {
             Answer::Sizes(s) => Ok(s),
             Answer::Failed(e) => Err(e),
@@ -442,6 +489,16 @@ impl Target for Remote {
 /// runs the library, writes the result to standard output. Returns the exit
 /// status.
 pub fn host_main() -> i32 {
+    // If the front end dies (SIGKILL, a crash), die too: a library looping
+    // on corrupt data out of this helper's cache would never notice.
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+    // Load the library named on the command line while the front end
+    // prepares the start message (a failure is reported after it, by
+    // `run_dll`, which loads it again).
+    if let Some(dll) = std::env::args_os().nth(1) {
+        let _ = crate::dll::load(Path::new(&dll));
+    }
     let mut reader = BufReader::new(std::io::stdin());
     let mut line = String::new();
     if reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -466,6 +523,7 @@ pub fn host_main() -> i32 {
         },
         rank: start.world_rank,
         line: String::new(),
+        known: start.known.index(),
     };
     let opts = DumpOptions {
         stats: start.stats,

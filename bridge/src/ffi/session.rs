@@ -24,6 +24,8 @@ pub(crate) mod code {
     pub const INTERNAL: c_int = 0x6d71_0005;
     /// The library passed an invalid argument (negative size, NULL buffer).
     pub const BAD_ARGUMENT: c_int = 0x6d71_0006;
+    /// The library made more callbacks than one dump allows.
+    pub const LIMIT: c_int = 0x6d71_0007;
 
     /// Text for one of our codes.
     pub fn text(c: c_int) -> Option<&'static str> {
@@ -34,13 +36,24 @@ pub(crate) mod code {
             HOST => "mpiq: the debugger failed to answer",
             INTERNAL => "mpiq: internal error",
             BAD_ARGUMENT => "mpiq: invalid argument from the debug library",
+            LIMIT => "mpiq: the dump reached a limit (the target's lists may be corrupt)",
             _ => return None,
         })
     }
 }
 
+/// Most callbacks that may fail in one dump (`MPIQ_MAX_FAILURES` overrides
+/// it): the libraries often ignore a failed read and go on with what the
+/// buffer held, so a corrupt list can loop through unreadable memory, one
+/// host read per turn, for as long as [`MAX_CALLBACKS`] allows (hours).
+/// A failed read costs 30 µs through `mpiq-dllhost` and about 100 µs in
+/// gdb or lldb, so the limit stops such a loop within seconds; a sound
+/// process makes none.
+pub const MAX_FAILURES: u64 = 50_000;
+
 /// Most callbacks one dump may make: a corrupt list can send a library round
 /// in circles. Past this every callback fails and the dump says why.
+/// `MPIQ_MAX_CALLBACKS` overrides it (see [`crate::collect::limit`]).
 pub const MAX_CALLBACKS: u64 = 200_000_000;
 
 /// Points a handle back at its session.
@@ -66,10 +79,20 @@ pub(crate) struct Session<'t> {
     pub error: Option<TargetError>,
     /// Set once a callback saw an interruption: every later callback fails.
     pub interrupted: bool,
-    /// Callbacks made so far, against [`MAX_CALLBACKS`].
+    /// Callbacks made so far, against `max_callbacks`.
     pub callbacks: u64,
-    /// Set once the library made more than [`MAX_CALLBACKS`] callbacks.
+    /// The callback limit of this dump ([`MAX_CALLBACKS`] unless overridden).
+    pub max_callbacks: u64,
+    /// Set once the library made more than `max_callbacks` callbacks.
     pub limit_hit: bool,
+    /// The failed-callback limit of this dump ([`MAX_FAILURES`] unless overridden).
+    pub max_failures: u64,
+    /// Set once `max_failures` callbacks failed: every later callback fails.
+    pub too_many_failures: bool,
+    /// Callbacks that failed because the target could not answer (reads,
+    /// lookups; interruptions aside): the library may have skipped what it
+    /// could not read without saying so.
+    pub failures: u64,
     /// Set if a callback panicked.
     pub internal_error: Option<String>,
     /// Type handles given out; boxed so their addresses stay put.
@@ -98,8 +121,12 @@ impl<'t> Session<'t> {
             error: None,
             interrupted: false,
             internal_error: None,
+            failures: 0,
             callbacks: 0,
+            max_callbacks: crate::collect::limit("MPIQ_MAX_CALLBACKS", MAX_CALLBACKS),
             limit_hit: false,
+            max_failures: crate::collect::limit("MPIQ_MAX_FAILURES", MAX_FAILURES),
+            too_many_failures: false,
             types: Vec::new(),
             type_index: HashMap::new(),
             fetch_calls: 0,
@@ -137,6 +164,12 @@ impl<'t> Session<'t> {
             TargetError::Unreadable { .. } => code::UNREADABLE,
             _ => code::HOST,
         };
+        if c != code::INTERRUPTED {
+            self.failures += 1;
+            if self.failures >= self.max_failures {
+                self.too_many_failures = true;
+            }
+        }
         if self.error.is_none() || c == code::INTERRUPTED {
             self.error = Some(e);
         }

@@ -75,15 +75,24 @@ fn with_session<R>(handle: *mut c_void, fallback: R, what: &str, f: impl FnOnce(
 /// that only hand back the library's own info pointers keep working: the
 /// library dereferences what they return.)
 fn stopped(s: &mut Session<'_>) -> bool {
-    if s.interrupted || s.limit_hit {
+    if s.interrupted || s.limit_hit || s.too_many_failures {
         return true;
     }
     s.callbacks += 1;
-    if s.callbacks > super::session::MAX_CALLBACKS {
+    if s.callbacks > s.max_callbacks {
         s.limit_hit = true;
         return true;
     }
     false
+}
+
+/// The code a callback returns once [`stopped`]: why it stopped.
+fn stop_code(s: &Session<'_>) -> c_int {
+    if s.interrupted {
+        code::INTERRUPTED
+    } else {
+        code::LIMIT
+    }
 }
 
 /// The session behind an `mqs_image *` / `mqs_process *`.
@@ -159,6 +168,7 @@ unsafe extern "C" fn cb_errorstring(c: c_int) -> *mut c_char {
         code::HOST => c"mpiq: the debugger failed to answer",
         code::INTERNAL => c"mpiq: internal error",
         code::BAD_ARGUMENT => c"mpiq: invalid argument from the debug library",
+        code::LIMIT => c"mpiq: the dump reached a limit (the target's lists may be corrupt)",
         _ => c"mpiq: unknown error code",
     };
     // The libraries declare the result `char *` but only read it.
@@ -222,7 +232,7 @@ fn lookup_address(
 ) -> c_int {
     with_session(session_of(image), code::INTERNAL, what, |s| {
         if stopped(s) {
-            return code::INTERRUPTED;
+            return stop_code(s);
         }
         // SAFETY: the library passes a NUL-terminated name.
         let Some(name) = (unsafe { arg_str(name) }) else {
@@ -353,7 +363,7 @@ unsafe extern "C" fn cb_fetch_data(
     }
     with_session(session, code::INTERNAL, "fetch_data", |s| {
         if stopped(s) {
-            return code::INTERRUPTED;
+            return stop_code(s);
         }
         s.fetch_calls += 1;
         let Ok(len) = usize::try_from(size) else {
@@ -412,7 +422,7 @@ mod tests {
             ProcessDescription::default()
         }
         fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-            if addr >= 0x1000 {
+            if addr + buf.len() as u64 > 0x1000 {
                 return Err(TargetError::Unreadable {
                     addr,
                     len: buf.len() as u64,

@@ -47,7 +47,10 @@ pub(crate) fn communicator(raw: &mqs_communicator, group: Option<Vec<i64>>) -> C
             Some("library"),
         ),
         // MPICH's internal duplicate of MPI_COMM_WORLD has the same group.
-        (None, Some(n)) if name == "MPI_COMM_WORLD" || name == "MPI_ICOMM_WORLD" => {
+        // A size read from corrupt memory can be anything: past 2^24 ranks
+        // (the bound collect.rs puts on mqs_get_comm_group too) the list is
+        // not built, rather than allocating petabytes and aborting.
+        (None, Some(n)) if (name == "MPI_COMM_WORLD" || name == "MPI_ICOMM_WORLD") && (1..=1 << 24).contains(&n) => {
             (Some((0..n).map(Some).collect()), Some("world"))
         }
         _ => (None, None),

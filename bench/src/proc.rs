@@ -1,0 +1,212 @@
+//! Running a front end as a child process: its wall time, its peak memory
+//! (the largest resident set of it and its descendants, from `wait4`), and
+//! what it printed.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde_json::Value;
+
+/// What one child process did.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// Exit status 0.
+    pub success: bool,
+    /// Wall time from spawn to exit, milliseconds.
+    pub wall_ms: f64,
+    /// Peak resident set of the child or its largest waited-for descendant, KiB.
+    pub peak_rss_kib: u64,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+impl Outcome {
+    /// Everything printed, for error messages.
+    pub fn all(&self) -> String {
+        let cut = |s: &str| s.chars().take(4000).collect::<String>();
+        format!(
+            "--- stdout ---\n{}\n--- stderr ---\n{}",
+            cut(&self.stdout),
+            cut(&self.stderr)
+        )
+    }
+}
+
+fn slurp(mut f: File) -> String {
+    let mut v = Vec::new();
+    let _ = f.read_to_end(&mut v);
+    String::from_utf8_lossy(&v).into_owned()
+}
+
+/// Runs `cmd` to completion with its output in temporary files (no pipe can
+/// fill up), timing it and reading its peak memory.
+///
+/// The command runs under `mpiq-bench spawn` ([`spawn_main`]): a forked
+/// child starts with its parent's memory high-water mark, which `exec` keeps
+/// in `ru_maxrss`, so a child of this (large) process would report this
+/// process's peak. The small spawner's children report their own.
+pub fn run(cmd: Command, scratch: &Path) -> Outcome {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out_path = scratch.join(format!("out.{n}"));
+    let err_path = scratch.join(format!("err.{n}"));
+    let rss_path = scratch.join(format!("rss.{n}"));
+    let out = File::create(&out_path).expect("scratch stdout");
+    let err = File::create(&err_path).expect("scratch stderr");
+    let me = std::env::current_exe().expect("current_exe");
+    let mut wrapped = Command::new(me);
+    wrapped
+        .arg("spawn")
+        .arg(&rss_path)
+        .arg("--")
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    wrapped.stdin(Stdio::null()).stdout(out).stderr(err);
+    let start = Instant::now();
+    let status = wrapped.status().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let wall_ms = start.elapsed().as_secs_f64() * 1e3;
+    let measured = std::fs::read_to_string(&rss_path).unwrap_or_default();
+    let mut it = measured.split_whitespace();
+    let peak_rss_kib = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let child_ms = it.next().and_then(|v| v.parse().ok()).unwrap_or(wall_ms);
+    let o = Outcome {
+        success: status.success(),
+        wall_ms: child_ms,
+        peak_rss_kib,
+        stdout: slurp(File::open(&out_path).expect("stdout file")),
+        stderr: slurp(File::open(&err_path).expect("stderr file")),
+    };
+    let _ = std::fs::remove_file(out_path);
+    let _ = std::fs::remove_file(err_path);
+    let _ = std::fs::remove_file(rss_path);
+    o
+}
+
+/// `mpiq-bench spawn RSS_FILE -- PROGRAM ARGS...`: runs the program with
+/// this process's standard streams, writes `<peak RSS KiB> <wall ms>` of it
+/// (and its waited-for descendants) to RSS_FILE, and exits as it did.
+pub fn spawn_main(args: &[String]) -> i32 {
+    let (Some(rss_file), Some("--"), Some(program)) = (args.first(), args.get(1).map(String::as_str), args.get(2))
+    else {
+        eprintln!("usage: mpiq-bench spawn RSS_FILE -- PROGRAM [ARGS...]");
+        return 2;
+    };
+    let start = Instant::now();
+    let child = match Command::new(program).args(&args[3..]).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mpiq-bench spawn: {program}: {e}");
+            return 127;
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waits for our own child; status and usage are valid out-pointers.
+        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if rc == pid {
+            break;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return 1;
+        }
+    }
+    // The child is reaped: std must not wait for it again.
+    std::mem::forget(child);
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    let _ = std::fs::write(rss_file, format!("{} {ms}", usage.ru_maxrss));
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    }
+}
+
+/// The first JSON value in `text` that starts at the beginning of a line.
+pub fn first_json(text: &str) -> Option<Value> {
+    let start = if text.starts_with('{') {
+        0
+    } else {
+        text.find("\n{")? + 1
+    };
+    serde_json::Deserializer::from_str(&text[start..])
+        .into_iter::<Value>()
+        .next()?
+        .ok()
+}
+
+/// Counters `--stats` gives for one process.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// `mqs_fetch_data` calls the library made.
+    pub fetch_calls: u64,
+    /// Reads that reached the host.
+    pub host_reads: u64,
+    /// Bytes the host read.
+    pub host_read_bytes: u64,
+    /// The bridge's own clock for the dump, microseconds.
+    pub elapsed_us: u64,
+}
+
+impl Stats {
+    /// The stats of the first process of a snapshot JSON, summed over all
+    /// processes when `sum` is set.
+    pub fn of_snapshot(v: &Value, sum: bool) -> Option<Stats> {
+        let procs = v["processes"].as_array()?;
+        let mut total = Stats::default();
+        for p in procs.iter().take(if sum { usize::MAX } else { 1 }) {
+            let s = &p["stats"];
+            let get = |k: &str| s[k].as_u64();
+            total.fetch_calls += get("fetch_calls")?;
+            total.host_reads += get("host_reads")?;
+            total.host_read_bytes += get("host_read_bytes")?;
+            total.elapsed_us += get("elapsed_us")?;
+        }
+        Some(total)
+    }
+
+    /// From a `{"fetch_calls": ..}` object (the Python scripts print them).
+    pub fn of_object(s: &Value) -> Option<Stats> {
+        Some(Stats {
+            fetch_calls: s["fetch_calls"].as_u64()?,
+            host_reads: s["host_reads"].as_u64()?,
+            host_read_bytes: s["host_read_bytes"].as_u64()?,
+            elapsed_us: s["elapsed_us"].as_u64()?,
+        })
+    }
+}
+
+/// `/proc/loadavg`'s first three fields.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// This process's peak resident set, KiB (`VmHWM`).
+pub fn own_peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}

@@ -1,0 +1,290 @@
+//! Lookups answered before the helper starts. Every question a library asks
+//! the helper costs a round trip between two processes (20 to 80 µs on a
+//! busy machine), and a library asks the same hundred-odd symbol, type and
+//! field questions on every dump. The front end remembers, per library, the
+//! questions asked in this process's earlier dumps (by name: type ids are
+//! the host's and may differ between dumps), answers them again from the
+//! target before starting the helper, and sends the answers with the start
+//! message. Nothing is reused across dumps but the list of questions: every
+//! answer is fresh, so nothing can go stale. A question the helper does not
+//! find answered is asked as before.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Answer, Query};
+use crate::target::{Target, TargetError, TypeId, TypeSizes};
+
+/// A lookup, with types by name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Question {
+    Symbol(String),
+    Function(String),
+    Type(String),
+    Field(String, String),
+    Size(String),
+    TypeSizes,
+}
+
+/// Most questions remembered per library (the libraries ask about 150).
+const MAX_QUESTIONS: usize = 2_000;
+
+/// Questions asked per library path, in the order first asked.
+fn learned() -> &'static Mutex<HashMap<PathBuf, Vec<Question>>> {
+    static LEARNED: OnceLock<Mutex<HashMap<PathBuf, Vec<Question>>>> = OnceLock::new();
+    LEARNED.get_or_init(Default::default)
+}
+
+/// Answers computed before the helper starts (part of the start message).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(super) struct Known {
+    symbols: Vec<(String, Option<u64>)>,
+    functions: Vec<(String, Option<u64>)>,
+    types: Vec<(String, Option<u64>)>,
+    fields: Vec<(u64, String, Option<u64>)>,
+    sizes: Vec<(u64, Option<u64>)>,
+    type_sizes: Option<TypeSizes>,
+}
+
+/// What the front end learns during one dump.
+pub(super) struct Learner {
+    dll: PathBuf,
+    /// Type id -> the name it was found by, this dump.
+    names: HashMap<u64, String>,
+    asked: Vec<Question>,
+}
+
+impl Known {
+    /// Answers the questions asked in earlier dumps with the library at
+    /// `dll`, from `target`, now. A question the target fails to answer is
+    /// left to the helper (which then gets the failure itself); an
+    /// interruption stops the preparation.
+    pub(super) fn prepare(target: &mut dyn Target, dll: &Path) -> (Known, Learner) {
+        let questions = learned()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(dll)
+            .cloned()
+            .unwrap_or_default();
+        let mut known = Known::default();
+        let mut learner = Learner {
+            dll: dll.to_path_buf(),
+            names: HashMap::new(),
+            asked: Vec::new(),
+        };
+        let mut ids: HashMap<String, u64> = HashMap::new();
+        for q in questions {
+            let r: Result<(), TargetError> = (|| {
+                match q {
+                    Question::Symbol(n) => {
+                        let v = target.find_symbol(&n)?;
+                        known.symbols.push((n, v));
+                    }
+                    Question::Function(n) => {
+                        let v = target.find_function(&n)?;
+                        known.functions.push((n, v));
+                    }
+                    Question::Type(n) => {
+                        let v = target.find_type(&n)?.map(|t| t.0);
+                        if let Some(id) = v {
+                            ids.insert(n.clone(), id);
+                            learner.names.entry(id).or_insert_with(|| n.clone());
+                        }
+                        known.types.push((n, v));
+                    }
+                    Question::Field(t, f) => {
+                        if let Some(&id) = ids.get(&t) {
+                            let v = target.field_offset(TypeId(id), &f)?;
+                            known.fields.push((id, f, v));
+                        }
+                    }
+                    Question::Size(t) => {
+                        if let Some(&id) = ids.get(&t) {
+                            let v = target.size_of(TypeId(id))?;
+                            known.sizes.push((id, v));
+                        }
+                    }
+                    Question::TypeSizes => known.type_sizes = Some(target.type_sizes()?),
+                }
+                Ok(())
+            })();
+            if let Err(TargetError::Interrupted) = r {
+                break;
+            }
+        }
+        (known, learner)
+    }
+
+    /// The answers, indexed for the helper.
+    pub(super) fn index(self) -> KnownIndex {
+        KnownIndex {
+            symbols: self.symbols.into_iter().collect(),
+            functions: self.functions.into_iter().collect(),
+            types: self.types.into_iter().collect(),
+            fields: self.fields.into_iter().map(|(t, f, v)| ((t, f), v)).collect(),
+            sizes: self.sizes.into_iter().collect(),
+            type_sizes: self.type_sizes,
+        }
+    }
+}
+
+impl Learner {
+    /// Notes a question the helper asked and the answer it got.
+    pub(super) fn observe(&mut self, q: &Query, a: &Answer) {
+        let name = |names: &HashMap<u64, String>, ty: &u64| names.get(ty).cloned();
+        let question = match q {
+            Query::Read { .. } => None,
+            Query::Symbol(n) => Some(Question::Symbol(n.clone())),
+            Query::Function(n) => Some(Question::Function(n.clone())),
+            Query::Type(n) => {
+                if let Answer::Value(Some(id)) = a {
+                    self.names.entry(*id).or_insert_with(|| n.clone());
+                }
+                Some(Question::Type(n.clone()))
+            }
+            Query::Field { ty, field } => name(&self.names, ty).map(|t| Question::Field(t, field.clone())),
+            Query::Size(ty) => name(&self.names, ty).map(Question::Size),
+            Query::TypeSizes => Some(Question::TypeSizes),
+        };
+        // Only questions the target answered: a failure is asked again next
+        // time by the helper itself.
+        if let (Some(q), false) = (question, matches!(a, Answer::Failed(_))) {
+            self.asked.push(q);
+        }
+    }
+
+    /// Adds what was asked to what the next dump with this library prepares.
+    pub(super) fn remember(self) {
+        if self.asked.is_empty() {
+            return;
+        }
+        let mut all = learned().lock().unwrap_or_else(|p| p.into_inner());
+        let list = all.entry(self.dll).or_default();
+        for q in self.asked {
+            if list.len() < MAX_QUESTIONS && !list.contains(&q) {
+                list.push(q);
+            }
+        }
+    }
+}
+
+/// [`Known`] on the helper's side.
+#[derive(Default)]
+pub(super) struct KnownIndex {
+    pub symbols: HashMap<String, Option<u64>>,
+    pub functions: HashMap<String, Option<u64>>,
+    pub types: HashMap<String, Option<u64>>,
+    pub fields: HashMap<(u64, String), Option<u64>>,
+    pub sizes: HashMap<u64, Option<u64>>,
+    pub type_sizes: Option<TypeSizes>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::{ByteOrder, ProcessDescription};
+
+    /// Answers lookups; type "T" has the id `t`; counts the questions.
+    struct Lookups {
+        t: u64,
+        asked: usize,
+    }
+
+    impl Target for Lookups {
+        fn describe(&self) -> ProcessDescription {
+            ProcessDescription::default()
+        }
+        fn read_memory(&mut self, _: u64, _: &mut [u8]) -> Result<(), TargetError> {
+            unreachable!("no memory is read before the helper starts")
+        }
+        fn find_symbol(&mut self, n: &str) -> Result<Option<u64>, TargetError> {
+            self.asked += 1;
+            match n {
+                "a" => Ok(Some(0x10)),
+                "gone" => Err(TargetError::Host("cannot say".into())),
+                _ => Ok(None),
+            }
+        }
+        fn find_function(&mut self, _: &str) -> Result<Option<u64>, TargetError> {
+            self.asked += 1;
+            Ok(None)
+        }
+        fn find_type(&mut self, n: &str) -> Result<Option<TypeId>, TargetError> {
+            self.asked += 1;
+            Ok((n == "T").then_some(TypeId(self.t)))
+        }
+        fn field_offset(&mut self, ty: TypeId, f: &str) -> Result<Option<u64>, TargetError> {
+            self.asked += 1;
+            assert_eq!(ty.0, self.t, "fields are asked with this dump's type id");
+            Ok((f == "x").then_some(8))
+        }
+        fn size_of(&mut self, _: TypeId) -> Result<Option<u64>, TargetError> {
+            self.asked += 1;
+            Ok(Some(24))
+        }
+        fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
+            self.asked += 1;
+            Ok(TypeSizes::LP64)
+        }
+        fn byte_order(&mut self) -> ByteOrder {
+            ByteOrder::Little
+        }
+    }
+
+    #[test]
+    fn questions_of_one_dump_are_answered_afresh_before_the_next() {
+        let dll = Path::new("/test/known/libmqs.so");
+        let mut first = Lookups { t: 4, asked: 0 };
+        let (known, mut learner) = Known::prepare(&mut first, dll);
+        assert_eq!(first.asked, 0, "nothing learned yet");
+        assert!(known.types.is_empty());
+        // What the helper asked during the first dump, and the answers.
+        let dialogue = [
+            (Query::Symbol("a".into()), Answer::Value(Some(0x10))),
+            (
+                Query::Symbol("gone".into()),
+                Answer::Failed(TargetError::Host("x".into())),
+            ),
+            (Query::Type("T".into()), Answer::Value(Some(4))),
+            (Query::Type("U".into()), Answer::Value(None)),
+            (
+                Query::Field {
+                    ty: 4,
+                    field: "x".into(),
+                },
+                Answer::Value(Some(8)),
+            ),
+            (Query::Size(4), Answer::Value(Some(24))),
+            (Query::TypeSizes, Answer::Sizes(TypeSizes::LP64)),
+            (Query::Read { addr: 0, len: 8 }, Answer::Bytes(8)),
+        ];
+        for (q, a) in &dialogue {
+            learner.observe(q, a);
+        }
+        learner.remember();
+        // The next dump: "T" now has another id; the answers follow it.
+        let mut second = Lookups { t: 9, asked: 0 };
+        let (known, _) = Known::prepare(&mut second, dll);
+        assert_eq!(
+            second.asked, 6,
+            "a, T, U, T.x, sizeof T, type sizes; not the failed one"
+        );
+        let index = known.index();
+        assert_eq!(index.symbols.get("a"), Some(&Some(0x10)));
+        assert!(
+            !index.symbols.contains_key("gone"),
+            "a failure is asked again by the helper"
+        );
+        assert_eq!(index.types.get("T"), Some(&Some(9)));
+        assert_eq!(index.types.get("U"), Some(&None));
+        assert_eq!(index.fields.get(&(9, "x".to_string())), Some(&Some(8)));
+        assert_eq!(index.sizes.get(&9), Some(&Some(24)));
+        assert_eq!(index.type_sizes, Some(TypeSizes::LP64));
+        // Another library learns nothing from this one.
+        let (known, _) = Known::prepare(&mut second, Path::new("/test/known/other.so"));
+        assert!(known.index().types.is_empty());
+    }
+}

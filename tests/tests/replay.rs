@@ -1,0 +1,321 @@
+//! Record and replay (`--record FILE`, `mpiq replay FILE`).
+//!
+//! - The committed recordings in `tests/recordings/` (every rank of `ring`,
+//!   `named_comms` and `many_ops` K = 10, under both MPIs) replay, with the
+//!   test bed's debug library, to their committed snapshots: the libraries'
+//!   logic is checked on real dumps without starting MPI. Regenerate both
+//!   (from new live jobs) with `MPIQ_UPDATE_GOLDEN=1`, never by hand.
+//! - For every example under both MPIs, the live snapshot of every rank
+//!   (`mpiq job --record`) equals the replay of its recording exactly, and so
+//!   do gdb's and lldb's (`info mpi-queues --record`, `mpi queues --record`).
+//! - A recording that lacks an answer makes the replay fail naming it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mpiq_tests::expect::{check_process, expected};
+use mpiq_tests::frontends::{artifact, cli, gdb, lldb, without_host_fields, workspace_root, Run};
+use mpiq_tests::{gdb as gdb_check, Example, Job, Mpi};
+use serde_json::Value;
+
+const UPDATE: &str = "MPIQ_UPDATE_GOLDEN";
+
+/// The committed recordings: (MPI, example, its arguments).
+const COMMITTED: [(Mpi, Example, &[&str]); 6] = [
+    (Mpi::OpenMpi, Example::Ring, &[]),
+    (Mpi::OpenMpi, Example::NamedComms, &[]),
+    (Mpi::OpenMpi, Example::ManyOps, &["10"]),
+    (Mpi::Mpich, Example::Ring, &[]),
+    (Mpi::Mpich, Example::NamedComms, &[]),
+    (Mpi::Mpich, Example::ManyOps, &["10"]),
+];
+
+fn recordings_dir() -> PathBuf {
+    workspace_root().join("tests/recordings")
+}
+
+fn stem(mpi: Mpi, example: Example) -> String {
+    format!("{}-{}", mpi.name(), example.name())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpiq-replay-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir.join(name)
+}
+
+fn json_of(r: &Run, what: &str) -> Value {
+    assert!(r.success, "{what} failed:\n{}", r.all());
+    r.json().unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// The processes of the snapshot a command printed, whatever its exit
+/// status (`mpiq job` and `mpiq replay` of several ranks exit 3 or 4 when
+/// their analysis finds a deadlock or cannot tell).
+fn processes_of(r: &Run, what: &str) -> Value {
+    let v = r.json().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(v["processes"].is_array(), "{what}: no processes:\n{}", r.all());
+    v["processes"].clone()
+}
+
+/// A snapshot made of `processes` alone.
+fn snapshot_of(processes: Value) -> Value {
+    serde_json::json!({ "processes": processes })
+}
+
+/// `mpiq replay FILE --json [--dll LIB]`.
+fn replay(file: &Path, dll: Option<&Path>) -> Run {
+    let file = file.display().to_string();
+    let mut args = vec!["replay".to_string(), file, "--json".into()];
+    if let Some(d) = dll {
+        args.push(format!("--dll={}", d.display()));
+    }
+    cli(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// A snapshot without what depends on the machine that replays it: the
+/// counters, and the test bed's location in the library's path.
+fn portable(v: Value) -> Value {
+    let mut v = without_host_fields(v);
+    let root = Mpi::testbed_root().display().to_string();
+    for p in v["processes"].as_array_mut().into_iter().flatten() {
+        if let Some(path) = p["dll"]["path"].as_str() {
+            p["dll"]["path"] = Value::from(path.replace(&root, "$MPIQ_TESTBED"));
+        }
+    }
+    v
+}
+
+/// Records every rank of a new job into `tests/recordings/` with 4 KiB
+/// cache blocks (small files), and writes its replayed snapshot as the
+/// golden file.
+fn regenerate(mpi: Mpi, example: Example, args: &[&str]) {
+    let job = Job::builder(mpi, example).args(args.iter().copied()).start();
+    let starter = job.starter_pid().to_string();
+    let rec = recordings_dir().join(format!("{}.rec", stem(mpi, example)));
+    let out = Command::new(artifact("mpiq"))
+        .args(["job", "--starter", &starter, "--json", "--in-process", "--record"])
+        .arg(&rec)
+        .env("MPIQ_CACHE_BLOCK_KIB", "4")
+        .output()
+        .expect("run mpiq");
+    let live = Run {
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    let live = processes_of(&live, "recording");
+    drop(job);
+    assert_eq!(
+        live,
+        processes_of(&replay(&rec, None), "replay"),
+        "the replay of the new recording differs from the live dump"
+    );
+    let golden = portable(snapshot_of(processes_of(
+        &replay(&rec, Some(&mpi.debug_library())),
+        "replay --dll",
+    )));
+    let text = serde_json::to_string_pretty(&golden).expect("json") + "\n";
+    std::fs::write(rec.with_extension("json"), text).expect("write golden");
+}
+
+#[test]
+fn committed_recordings_replay_to_their_snapshots() {
+    let update = std::env::var_os(UPDATE).is_some_and(|v| v == "1");
+    if update {
+        gdb_check::require_ptrace();
+        std::fs::create_dir_all(recordings_dir()).expect("recordings dir");
+    }
+    let mut total = 0;
+    for (mpi, example, args) in COMMITTED {
+        if update {
+            regenerate(mpi, example, args);
+        }
+        let rec = recordings_dir().join(format!("{}.rec", stem(mpi, example)));
+        total += std::fs::metadata(&rec)
+            .unwrap_or_else(|e| panic!("{}: {e} (regenerate with {UPDATE}=1)", rec.display()))
+            .len();
+        let golden: Value =
+            serde_json::from_str(&std::fs::read_to_string(rec.with_extension("json")).expect("golden snapshot"))
+                .expect("golden JSON");
+        // The test bed's library, wherever it is: not the recorder's path.
+        let got = portable(snapshot_of(processes_of(
+            &replay(&rec, Some(&mpi.debug_library())),
+            "replay",
+        )));
+        assert_eq!(
+            got,
+            golden,
+            "{} replays differently from its golden snapshot (if the change is intended, \
+             regenerate with {UPDATE}=1)",
+            rec.display()
+        );
+        // Every rank, each with the pending operations its example documents.
+        let procs = got["processes"].as_array().cloned().unwrap_or_default();
+        assert_eq!(procs.len(), example.default_nprocs(), "{}", rec.display());
+        let n = procs.len() as i64;
+        for p in &procs {
+            let r = p["world_rank"].as_i64().expect("world rank");
+            let exp = expected(example, mpi, r, n, args);
+            if let Err(e) = check_process(p, &exp, mpi) {
+                panic!("{} rank {r}:\n{e}", rec.display());
+            }
+        }
+    }
+    assert!(
+        total < 400 * 1024,
+        "the committed recordings take {total} bytes: keep them small"
+    );
+}
+
+#[test]
+fn a_missing_answer_is_an_error_naming_it() {
+    let rec = recordings_dir().join(format!("{}.rec", stem(Mpi::OpenMpi, Example::Ring)));
+    let bytes = std::fs::read(&rec).expect("read the recording");
+    let full: Value = serde_json::from_slice(&gunzip(&bytes)).expect("recording JSON");
+    let dll = Mpi::OpenMpi.debug_library();
+    // A recording cut short (its memory, its field offsets gone): the replay
+    // fails and says what was asked that it does not have.
+    for (part, named) in [
+        ("memory", "the recording has no answer for a read of"),
+        ("fields", "the recording has no answer for field_offset("),
+    ] {
+        let mut v = full.clone();
+        v["processes"][0][part] = if part == "memory" {
+            Value::Array(Vec::new())
+        } else {
+            Value::Object(Default::default())
+        };
+        let cut = scratch(&format!("cut-{part}.rec"));
+        std::fs::write(&cut, v.to_string()).expect("write");
+        let r = replay(&cut, Some(&dll));
+        assert!(!r.success, "{}", r.all());
+        assert!(r.all().contains(named), "no '{named}':\n{}", r.all());
+    }
+    // Without --dll, the library is looked for through the recorded symbols.
+    let mut v = full.clone();
+    v["processes"][0]["symbols"] = Value::Object(Default::default());
+    let cut = scratch("cut-symbols.rec");
+    std::fs::write(&cut, v.to_string()).expect("write");
+    let r = replay(&cut, None);
+    assert!(
+        r.all().contains("the recording has no answer for find_symbol("),
+        "{}",
+        r.all()
+    );
+    // Another MPI's library asks what the recording never saw: never an
+    // empty snapshot.
+    let r = replay(&rec, Some(&Mpi::Mpich.debug_library()));
+    assert!(!r.success, "{}", r.all());
+}
+
+/// The JSON inside a gzip-compressed recording (with the system's gzip).
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut child = Command::new("gzip")
+        .args(["-d", "-c"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("gzip");
+    child.stdin.take().expect("stdin").write_all(bytes).expect("write");
+    child.wait_with_output().expect("gzip output").stdout
+}
+
+/// Every rank of `example` live (`mpiq job --record`) and replayed.
+fn live_equals_replay(mpi: Mpi, example: Example) {
+    gdb_check::require_ptrace();
+    if let Some(why) = example.unsupported_reason(mpi) {
+        eprintln!("SKIPPED: {} under {mpi}: {why}", example.name());
+        return;
+    }
+    let job = Job::builder(mpi, example).start();
+    let rec = scratch(&format!("{}.rec", stem(mpi, example)));
+    let starter = job.starter_pid().to_string();
+    let file = rec.display().to_string();
+    let live = processes_of(
+        &cli(&["job", "--starter", &starter, "--json", "--record", &file]),
+        "mpiq job --record",
+    );
+    drop(job);
+    assert_eq!(live.as_array().map(Vec::len), Some(example.default_nprocs()), "{live}");
+    let replayed = processes_of(&replay(&rec, None), "mpiq replay");
+    assert_eq!(
+        live, replayed,
+        "{example} under {mpi}: the replay differs from the live dump"
+    );
+    // In-process replay too (the recording does not depend on the mode).
+    let r = cli(&["replay", &file, "--json", "--in-process"]);
+    assert_eq!(live, processes_of(&r, "replay --in-process"));
+    let _ = std::fs::remove_file(rec);
+}
+
+macro_rules! live_tests {
+    ($($name:ident: $mpi:expr, $ex:expr;)*) => {
+        $(
+            #[test]
+            fn $name() {
+                live_equals_replay($mpi, $ex);
+            }
+        )*
+    };
+}
+
+live_tests! {
+    live_equals_replay_ring_openmpi: Mpi::OpenMpi, Example::Ring;
+    live_equals_replay_ring_mpich: Mpi::Mpich, Example::Ring;
+    live_equals_replay_deadlock_openmpi: Mpi::OpenMpi, Example::Deadlock;
+    live_equals_replay_deadlock_mpich: Mpi::Mpich, Example::Deadlock;
+    live_equals_replay_many_ops_openmpi: Mpi::OpenMpi, Example::ManyOps;
+    live_equals_replay_many_ops_mpich: Mpi::Mpich, Example::ManyOps;
+    live_equals_replay_unexpected_openmpi: Mpi::OpenMpi, Example::Unexpected;
+    live_equals_replay_unexpected_mpich: Mpi::Mpich, Example::Unexpected;
+    live_equals_replay_named_comms_openmpi: Mpi::OpenMpi, Example::NamedComms;
+    live_equals_replay_named_comms_mpich: Mpi::Mpich, Example::NamedComms;
+    live_equals_replay_sessions_mpich: Mpi::Mpich, Example::Sessions;
+}
+
+/// gdb's and lldb's `--record` write the same kind of file: their snapshot
+/// and its replay are equal.
+fn debugger_records(mpi: Mpi, use_lldb: bool) {
+    gdb_check::require_ptrace();
+    let job = Job::builder(mpi, Example::NamedComms).start();
+    let pid = job.pid_of(1);
+    let name = if use_lldb { "lldb" } else { "gdb" };
+    let rec = scratch(&format!("{name}-{}.rec", mpi.name()));
+    let cmd = format!("--json --record {}", rec.display());
+    let run = if use_lldb {
+        lldb(pid, &[&format!("mpi queues {cmd}")])
+    } else {
+        gdb(pid, &[&format!("info mpi-queues {cmd}")])
+    };
+    let live = json_of(&run, name);
+    drop(job);
+    let replayed = json_of(&replay(&rec, None), "mpiq replay");
+    assert_eq!(
+        without_host_fields(live),
+        without_host_fields(replayed),
+        "{name} under {mpi}: the replay differs from the live dump"
+    );
+    let _ = std::fs::remove_file(rec);
+}
+
+#[test]
+fn gdb_recording_replays_identically_openmpi() {
+    debugger_records(Mpi::OpenMpi, false);
+}
+
+#[test]
+fn gdb_recording_replays_identically_mpich() {
+    debugger_records(Mpi::Mpich, false);
+}
+
+#[test]
+fn lldb_recording_replays_identically_openmpi() {
+    debugger_records(Mpi::OpenMpi, true);
+}
+
+#[test]
+fn lldb_recording_replays_identically_mpich() {
+    debugger_records(Mpi::Mpich, true);
+}
