@@ -14,6 +14,8 @@
 //! * process state: a CLI killed with SIGKILL (or SIGINT/SIGTERM) in the
 //!   middle of a dump leaves every rank running, untraced, and the job
 //!   completes; a crash of the library inside the CLI (`--in-process`) too;
+//!   a CLI killed while the library runs in `mpiq-dllhost` takes the helper
+//!   with it;
 //!   a running process is refused by gdb and lldb and stopped-and-resumed by
 //!   the CLI; Ctrl-C stops an lldb dump and the session goes on.
 //!

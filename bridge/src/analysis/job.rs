@@ -77,6 +77,15 @@ impl Job {
             }
             n
         });
+        if job.size > MAX_GROUP {
+            // A corrupt world rank (say 2^31) must not make the analysis list
+            // billions of missing ranks.
+            job.notes.push(format!(
+                "a world rank of {} is implausible (corrupt data?): ranks missing from the snapshot are not listed",
+                job.size - 1
+            ));
+            job.size = 0;
+        }
         for r in 0..job.size {
             if !job.procs.contains_key(&r) {
                 job.unknown.insert(r, "it is not in the snapshot".to_string());

@@ -637,3 +637,15 @@ fn large_jobs_are_bounded() {
     assert_eq!(a.cycles[0].len(), 300);
     assert!(a.summary.ends_with("... (a cycle of 300 ranks)"), "{}", a.summary);
 }
+
+#[test]
+fn a_corrupt_world_rank_does_not_blow_up_the_analysis() {
+    // No MPI_COMM_WORLD with a size, and a world rank of 2^31 - 1: the job
+    // must not be sized from it (it once took 24 GB).
+    let mut s = snapshot(vec![process(0, vec![]), process(i32::MAX, vec![])]);
+    for p in &mut s.processes {
+        p.communicators.clear();
+    }
+    let a = analyze(&s, None);
+    assert!(a.notes.iter().any(|n| n.contains("implausible")), "{:?}", a.notes);
+}
