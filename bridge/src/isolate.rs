@@ -32,6 +32,8 @@ use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, 
 pub const DLLHOST: &str = "mpiq-dllhost";
 /// How long the library may be silent by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the library may be silent after an interruption was answered.
+const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
 
 /// What the front end tells the helper first.
 #[derive(Debug, Serialize, Deserialize)]
@@ -304,12 +306,21 @@ pub fn run(
         }
     };
     let mut outcome = None;
+    // Once a question was answered "interrupted" (Ctrl-C), every callback
+    // fails and the library should return soon; one that ignores the errors
+    // and loops would keep the user waiting for the whole deadline.
+    let mut interrupted = false;
     if send(&mut ours, &start).is_ok() {
         loop {
-            match reader.next(timeout) {
+            match reader.next(if interrupted {
+                timeout.min(INTERRUPT_GRACE)
+            } else {
+                timeout
+            }) {
                 ReadLine::Line(line) => match serde_json::from_str::<FromHost>(&line) {
                     Ok(FromHost::Query(q)) => {
                         let (a, raw) = answer(target, &q);
+                        interrupted |= matches!(a, Answer::Failed(TargetError::Interrupted));
                         learner.observe(&q, &a);
                         if send_with(&mut ours, &a, &raw).is_err() {
                             break;
@@ -333,6 +344,9 @@ pub fn run(
                 ReadLine::TimedOut => {
                     let _ = child.kill();
                     let _ = child.wait();
+                    if interrupted {
+                        return Err(Attempt::Interrupted);
+                    }
                     return failed(
                         target,
                         format!(
@@ -360,6 +374,9 @@ pub fn run(
     }
     // The helper is gone without finishing: say how it died.
     let status = child.wait();
+    if interrupted {
+        return Err(Attempt::Interrupted);
+    }
     use std::os::unix::process::ExitStatusExt;
     let how = match status {
         Ok(s) => match (s.signal(), s.code()) {
