@@ -100,6 +100,11 @@ fn run(mut cmd: Command) -> Run {
 
 /// `gdb -batch -nx -p PID` running `source mpiq.py` and then `commands`.
 pub fn gdb(pid: u32, commands: &[&str]) -> Run {
+    run(gdb_command(pid, commands))
+}
+
+/// The command [`gdb`] runs, for tests that need to start it themselves.
+pub fn gdb_command(pid: u32, commands: &[&str]) -> Command {
     let mut cmd = Command::new("gdb");
     cmd.args(["-batch", "-nx", "-q"])
         .env("MPIQ_LIB", artifact("libmpiq.so"))
@@ -112,7 +117,7 @@ pub fn gdb(pid: u32, commands: &[&str]) -> Run {
         cmd.arg("-ex").arg(c);
     }
     cmd.arg("-p").arg(pid.to_string());
-    run(cmd)
+    cmd
 }
 
 /// `lldb-16 -b -p PID` loading the plugin and then running `commands`.

@@ -176,19 +176,7 @@ fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
 /// `gdb -batch -nx` with the shim loaded, attached to `pid`, running `commands`.
 fn gdb_cmd(pid: u32, commands: &[&str]) -> Command {
     gdb::require_ptrace();
-    let mut cmd = Command::new("gdb");
-    cmd.args(["-batch", "-nx", "-q"])
-        .env("MPIQ_LIB", artifact("libmpiq.so"))
-        .arg("-ex")
-        .arg(format!(
-            "source {}",
-            workspace_root().join("gdb-python/mpiq.py").display()
-        ));
-    for c in commands {
-        cmd.arg("-ex").arg(c);
-    }
-    cmd.arg("-p").arg(pid.to_string());
-    cmd
+    mpiq_tests::frontends::gdb_command(pid, commands)
 }
 
 /// `lldb-16 -b` with the plugin loaded, attached to `pid`, sourcing
@@ -967,38 +955,7 @@ fn running_processes_are_refused_or_stopped_and_resumed() {
 /// The endless reader of tests/gdb.rs: reads a new unreadable page each
 /// time until the error changes (to "interrupted"), 60 s at most; creates
 /// MARKER when its loop starts.
-const ENDLESS_READER: &str = r#"
-#include <stdio.h>
-#include <time.h>
-typedef int (*fetch_ft)(void *process, unsigned long addr, int size, void *buf);
-struct process_callbacks { void *global_rank, *get_image; fetch_ft fetch; void *target_to_host; };
-static const struct process_callbacks *pcb;
-void mqs_setup_basic_callbacks(const void *cb) { (void)cb; }
-char *mqs_version_string(void) { return "mpiq endless reader"; }
-int mqs_version_compatibility(void) { return 2; }
-int mqs_dll_taddr_width(void) { return 8; }
-char *mqs_dll_error_string(int code) { (void)code; return "endless reader error"; }
-int mqs_setup_image(void *image, const void *cb) { (void)image; (void)cb; return 0; }
-int mqs_image_has_queues(void *image, char **message) { (void)image; *message = 0; return 0; }
-int mqs_setup_process(void *process, const void *cb) { (void)process; pcb = cb; return 0; }
-int mqs_process_has_queues(void *process, char **message) {
-    char buf[8];
-    int first = pcb->fetch(process, 8, 8, buf), rc = first;
-    time_t start = time(0);
-    FILE *f = fopen(MARKER, "w");
-    if (f) fclose(f);
-    for (unsigned long n = 1; rc == first && time(0) - start < 60; n++)
-        rc = pcb->fetch(process, 8 + (n % 16384) * 4096, 8, buf);
-    *message = "the endless reader stopped";
-    return 1;
-}
-int mqs_update_communicator_list(void *process) { (void)process; return 1; }
-int mqs_setup_communicator_iterator(void *process) { (void)process; return 1; }
-int mqs_get_communicator(void *process, void *comm) { (void)process; (void)comm; return 1; }
-int mqs_next_communicator(void *process) { (void)process; return 1; }
-int mqs_setup_operation_iterator(void *process, int op) { (void)process; (void)op; return 1; }
-int mqs_next_operation(void *process, void *op) { (void)process; (void)op; return 1; }
-"#;
+const ENDLESS_READER: &str = include_str!("../fixtures/endless_reader.c");
 
 /// SIGKILL to the CLI while the library runs in `mpiq-dllhost`: the helper
 /// dies with it, and the rank runs on. Two libraries: one that loops in
