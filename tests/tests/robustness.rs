@@ -220,7 +220,9 @@ fn lldb_interactive(pid: u32, steps: &[Step<'_>], env: &[(&str, &str)]) -> (Stri
     let lldb = std::env::var("MPIQ_LLDB").unwrap_or_else(|_| "lldb-16".into());
     let out = std::env::temp_dir().join(format!("mpiq-robustness-lldb-{}-{pid}.out", std::process::id()));
     let mut cmd = Command::new("script");
-    cmd.args(["-qfec", &format!("{lldb} --no-lldbinit -p {pid}"), "/dev/null"])
+    // script(1) runs the command with `$SHELL -c` (or /bin/sh when SHELL is
+    // unset, as under CI): `exec` makes lldb script's own child either way.
+    cmd.args(["-qfec", &format!("exec {lldb} --no-lldbinit -p {pid}"), "/dev/null"])
         .stdin(Stdio::piped())
         .stdout(fs::File::create(&out).expect("temp file"))
         .stderr(Stdio::inherit());
@@ -250,7 +252,7 @@ fn lldb_interactive(pid: u32, steps: &[Step<'_>], env: &[(&str, &str)]) -> (Stri
             }
             Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
             Step::CtrlC => {
-                // The lldb under script(1): the newest lldb process whose parent is script.
+                // The lldb under script(1): the lldb process whose parent is script.
                 let lldb_pid = fs::read_dir("/proc")
                     .expect("/proc")
                     .flatten()
