@@ -346,13 +346,22 @@ fn core_file_matches_live_process() {
 // --- A process started under gdb -------------------------------------------------------
 
 /// Every rank runs under its own gdb (`mpiexec -n 2 gdb ... --args ring`),
-/// stops at `pause()` after MPIQ-READY, and dumps its queues.
+/// stops at `pause()` after MPIQ-READY, and dumps its queues. Each gdb
+/// writes its dump to a file of its own (`pipe ... | cat > FILE`): killing
+/// a rank ends the job, and the starter may then drop what the other rank's
+/// gdb printed but it had not forwarded yet.
 fn started_under_gdb(mpi: Mpi) {
     let exe = mpiq_tests::build_example(mpi, Example::Ring);
     let mpiq = format!("source {}", mpiq_py().display());
     let dir = TempDir::new(&format!("under-gdb-{mpi:?}"));
+    // `$PPID` in gdb's shell is that gdb: one file per rank.
+    let dump = format!(
+        "pipe info mpi-queues | cat > {d}/dump.$PPID.txt; touch {d}/done.$PPID",
+        d = dir.0.display()
+    );
+    // Both ranks must dump before either dies: a dead rank takes the job down.
     let barrier = format!(
-        "shell touch {d}/done.$PPID; i=0; while [ $(ls {d} | wc -l) -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
+        "shell i=0; while [ $(ls {d} | grep -c '^done') -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
         d = dir.0.display()
     );
     let args: Vec<&OsStr> = [
@@ -365,8 +374,7 @@ fn started_under_gdb(mpi: Mpi) {
         "-ex",
         "run",
         "-ex",
-        "info mpi-queues",
-        // Both ranks must dump before either dies: a dead rank takes the job down.
+        dump.as_str(),
         "-ex",
         barrier.as_str(),
         "-ex",
@@ -389,15 +397,21 @@ fn started_under_gdb(mpi: Mpi) {
     cmd.env("MPIQ_LIB", libmpiq()).env("MPIQ_EXAMPLE_LIFETIME", "120");
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let g = Gdb::new(wait(cmd.spawn().expect("starter"), GDB_TIMEOUT, "the job under gdb"));
+    let mut dumps = String::new();
+    for entry in std::fs::read_dir(&dir.0).expect("the dump directory").flatten() {
+        if entry.file_name().to_string_lossy().starts_with("dump.") {
+            dumps += &std::fs::read_to_string(entry.path()).expect("a dump file");
+        }
+    }
     for rank in [0, 1] {
         assert!(
-            g.stdout
+            dumps
                 .lines()
                 .any(|l| l.starts_with("Process pid ") && l.contains(&format!(", rank {rank}:"))),
-            "no dump of rank {rank}:\n{g}"
+            "no dump of rank {rank}:\n{dumps}\n{g}"
         );
     }
-    assert_eq!(g.stdout.matches("Posted receives (1):").count(), 2, "{g}");
+    assert_eq!(dumps.matches("Posted receives (1):").count(), 2, "{dumps}\n{g}");
 }
 
 #[test]
