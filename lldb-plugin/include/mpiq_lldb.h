@@ -40,6 +40,7 @@ public:
   rust::String state_name() const;
   uint64_t pid() const;
   rust::String executable() const;
+  rust::String identity() const;
   bool interrupted() const;
   bool read_memory(uint64_t addr, rust::Slice<uint8_t> buf,
                    rust::String &error) const;

@@ -61,6 +61,9 @@ mod bridge {
         fn pid(self: &TargetHost) -> u64;
         /// Path of the main executable.
         fn executable(self: &TargetHost) -> String;
+        /// What the answers to name questions depend on: the debugger, the
+        /// process, and every module (path, UUID, load address, symbol file).
+        fn identity(self: &TargetHost) -> String;
         /// Whether the user pressed Ctrl-C during the current command.
         fn interrupted(self: &TargetHost) -> bool;
         /// Reads all of `buf` at `addr`, or fills `error` and returns false.

@@ -251,6 +251,31 @@ rust::String TargetHost::executable() const {
   return rust::String::lossy(path);
 }
 
+rust::String TargetHost::identity() const {
+  std::string id = std::to_string(debugger_.GetID()) + " " +
+                   std::to_string(process_.GetUniqueID()) + " " +
+                   std::to_string(process_.GetProcessID());
+  char path[PATH_MAX];
+  uint32_t n = target_.GetNumModules();
+  for (uint32_t i = 0; i < n; ++i) {
+    lldb::SBModule module = target_.GetModuleAtIndex(i);
+    path[0] = '\0';
+    module.GetFileSpec().GetPath(path, sizeof path);
+    id += "\n";
+    id += path;
+    const char *uuid = module.GetUUIDString();
+    id += " ";
+    id += uuid != nullptr ? uuid : "-";
+    id += " " + std::to_string(
+                    module.GetObjectFileHeaderAddress().GetLoadAddress(target_));
+    path[0] = '\0';
+    module.GetSymbolFileSpec().GetPath(path, sizeof path);
+    id += " ";
+    id += path;
+  }
+  return rust::String::lossy(id);
+}
+
 bool TargetHost::interrupted() const { return interpreter_.WasInterrupted(); }
 
 bool TargetHost::read_memory(uint64_t addr, rust::Slice<uint8_t> buf,

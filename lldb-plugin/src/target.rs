@@ -2,12 +2,16 @@
 //!
 //! The debug library calls back tens of thousands of times per dump. The
 //! bridge already answers memory reads from its page cache, so every read
-//! that reaches this adapter goes to LLDB; lookups by name are cached here,
-//! so each distinct question costs one round trip through the SB API. An
-//! adapter lives for one command, while the process is stopped, so nothing
-//! cached can go stale.
+//! that reaches this adapter goes to LLDB. Questions by name (symbols,
+//! functions, types, fields, sizes) are answered once per target and kept
+//! across commands in [`Answers`]: LLDB's `FindTypes` alone costs more than
+//! a whole dump of a thousand operations. The answers stay valid as long as
+//! the target's [identity](crate::ffi::TargetHost::identity) (its process and
+//! every module's path, UUID, load address and symbol file) is the same;
+//! memory is never kept, since the process may run between commands.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use cxx::UniquePtr;
 use mpiq::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
@@ -17,16 +21,40 @@ use crate::ffi::TargetHost;
 /// The largest read handed to LLDB at once.
 const READ_PIECE: usize = 64 * 1024;
 
+/// How many targets' answers are kept (the most recently used).
+const KEPT_TARGETS: usize = 16;
+
+/// What LLDB answered to the questions by name about one target. A
+/// [`TypeId`] indexes `type_names`: the type is found again by that name
+/// when a later command asks something new about it.
+#[derive(Debug, Default)]
+struct Answers {
+    symbols: HashMap<String, Option<u64>>,
+    functions: HashMap<String, Option<u64>>,
+    types: HashMap<String, Option<TypeId>>,
+    type_names: Vec<String>,
+    fields: HashMap<(TypeId, String), Option<u64>>,
+    sizes: HashMap<TypeId, Option<u64>>,
+    type_sizes: Option<TypeSizes>,
+}
+
+/// Answers of recent targets, by identity, the most recent last.
+static KEPT: Mutex<Vec<(String, Answers)>> = Mutex::new(Vec::new());
+
+fn kept() -> std::sync::MutexGuard<'static, Vec<(String, Answers)>> {
+    // A panic while holding the lock cannot leave the list inconsistent.
+    KEPT.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// One LLDB target adapted to [`Target`].
 pub struct LldbTarget {
     host: UniquePtr<TargetHost>,
     description: ProcessDescription,
-    symbols: HashMap<String, Option<u64>>,
-    functions: HashMap<String, Option<u64>>,
-    types: HashMap<String, Option<TypeId>>,
-    fields: HashMap<(TypeId, String), Option<u64>>,
-    sizes: HashMap<TypeId, Option<u64>>,
-    type_sizes: Option<TypeSizes>,
+    identity: String,
+    answers: Answers,
+    /// This command's handle (index in the host's type table) of each
+    /// [`TypeId`] used so far; `None`: the name no longer finds a type.
+    handles: HashMap<TypeId, Option<u64>>,
 }
 
 impl LldbTarget {
@@ -37,21 +65,29 @@ impl LldbTarget {
             pid: u32::try_from(pid).ok().filter(|&p| p != 0),
             executable: host.executable(),
         };
+        let identity = host.identity();
+        let answers = {
+            let mut kept = kept();
+            match kept.iter().position(|(id, _)| *id == identity) {
+                Some(i) => kept.remove(i).1,
+                None => Answers::default(),
+            }
+        };
         LldbTarget {
             host,
             description,
-            symbols: HashMap::new(),
-            functions: HashMap::new(),
-            types: HashMap::new(),
-            fields: HashMap::new(),
-            sizes: HashMap::new(),
-            type_sizes: None,
+            identity,
+            answers,
+            handles: HashMap::new(),
         }
     }
 
     /// Name of a type found earlier (typedefs resolved), for diagnostics.
-    pub fn type_name(&self, ty: TypeId) -> String {
-        self.host.type_name(ty.0)
+    pub fn type_name(&mut self, ty: TypeId) -> String {
+        match self.handle(ty) {
+            Ok(Some(handle)) => self.host.type_name(handle),
+            _ => self.answers.type_names.get(ty.0 as usize).cloned().unwrap_or_default(),
+        }
     }
 
     /// Fails with [`TargetError::Interrupted`] once the user pressed Ctrl-C.
@@ -61,6 +97,32 @@ impl LldbTarget {
             Err(TargetError::Interrupted)
         } else {
             Ok(())
+        }
+    }
+
+    /// This command's handle of a type, found again by its name if an
+    /// earlier command found it.
+    fn handle(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
+        if let Some(&handle) = self.handles.get(&ty) {
+            return Ok(handle);
+        }
+        let Some(name) = self.answers.type_names.get(ty.0 as usize) else {
+            return Ok(None);
+        };
+        self.check_interrupt()?;
+        let handle = u64::try_from(self.host.pin_mut().find_type(name)).ok();
+        self.handles.insert(ty, handle);
+        Ok(handle)
+    }
+}
+
+impl Drop for LldbTarget {
+    fn drop(&mut self) {
+        let answers = std::mem::take(&mut self.answers);
+        let mut kept = kept();
+        kept.push((std::mem::take(&mut self.identity), answers));
+        if kept.len() > KEPT_TARGETS {
+            kept.remove(0);
         }
     }
 }
@@ -94,61 +156,72 @@ impl Target for LldbTarget {
     }
 
     fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        if let Some(&hit) = self.symbols.get(name) {
+        if let Some(&hit) = self.answers.symbols.get(name) {
             return Ok(hit);
         }
         self.check_interrupt()?;
         let mut addr = 0;
         let found = self.host.find_symbol(name, &mut addr).then_some(addr);
-        self.symbols.insert(name.to_owned(), found);
+        self.answers.symbols.insert(name.to_owned(), found);
         Ok(found)
     }
 
     fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        if let Some(&hit) = self.functions.get(name) {
+        if let Some(&hit) = self.answers.functions.get(name) {
             return Ok(hit);
         }
         self.check_interrupt()?;
         let mut addr = 0;
         let found = self.host.find_function(name, &mut addr).then_some(addr);
-        self.functions.insert(name.to_owned(), found);
+        self.answers.functions.insert(name.to_owned(), found);
         Ok(found)
     }
 
     fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
-        if let Some(&hit) = self.types.get(name) {
+        if let Some(&hit) = self.answers.types.get(name) {
             return Ok(hit);
         }
         self.check_interrupt()?;
-        let index = self.host.pin_mut().find_type(name);
-        let found = u64::try_from(index).ok().map(TypeId);
-        self.types.insert(name.to_owned(), found);
+        let handle = u64::try_from(self.host.pin_mut().find_type(name)).ok();
+        let found = handle.map(|handle| {
+            let ty = TypeId(self.answers.type_names.len() as u64);
+            self.answers.type_names.push(name.to_owned());
+            self.handles.insert(ty, Some(handle));
+            ty
+        });
+        self.answers.types.insert(name.to_owned(), found);
         Ok(found)
     }
 
     fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
         let key = (ty, field.to_owned());
-        if let Some(&hit) = self.fields.get(&key) {
+        if let Some(&hit) = self.answers.fields.get(&key) {
             return Ok(hit);
         }
+        let Some(handle) = self.handle(ty)? else {
+            return Ok(None);
+        };
         self.check_interrupt()?;
-        let found = u64::try_from(self.host.field_offset(ty.0, field)).ok();
-        self.fields.insert(key, found);
+        let found = u64::try_from(self.host.field_offset(handle, field)).ok();
+        self.answers.fields.insert(key, found);
         Ok(found)
     }
 
     fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
-        if let Some(&hit) = self.sizes.get(&ty) {
+        if let Some(&hit) = self.answers.sizes.get(&ty) {
             return Ok(hit);
         }
+        let Some(handle) = self.handle(ty)? else {
+            return Ok(None);
+        };
         self.check_interrupt()?;
-        let found = u64::try_from(self.host.type_size(ty.0)).ok();
-        self.sizes.insert(ty, found);
+        let found = u64::try_from(self.host.type_size(handle)).ok();
+        self.answers.sizes.insert(ty, found);
         Ok(found)
     }
 
     fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-        if let Some(sizes) = self.type_sizes {
+        if let Some(sizes) = self.answers.type_sizes {
             return Ok(sizes);
         }
         let pointer = self.host.address_byte_size();
@@ -174,7 +247,7 @@ impl Target for LldbTarget {
         } else {
             TypeSizes::LP64
         };
-        self.type_sizes = Some(sizes);
+        self.answers.type_sizes = Some(sizes);
         Ok(sizes)
     }
 

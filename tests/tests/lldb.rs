@@ -437,6 +437,65 @@ fn mpich_errors_leave_session_usable() {
     errors_leave_session_usable(Mpi::Mpich);
 }
 
+/// The plugin keeps what LLDB answered to questions by name (symbols, types,
+/// fields) between commands, per target. The same target detached and
+/// attached to another run of the same program (its libraries loaded
+/// elsewhere) must get fresh answers: both dumps and both symbol addresses
+/// are those of their own process.
+fn answers_follow_the_process(mpi: Mpi) {
+    gdb::require_ptrace();
+    let a = Job::builder(mpi, Example::Ring).start();
+    let b = Job::builder(mpi, Example::Ring).start();
+    let attach_b = format!("process attach --pid {}", b.pid_of(0));
+    let run = lldb(
+        &["-p", &a.pid_of(0).to_string()],
+        &[
+            "mpi queues --json",
+            "mpi lookup symbol MPIR_dll_name",
+            "process detach",
+            &attach_b,
+            "mpi queues --json --in-process",
+            "mpi lookup function MPI_Init MPI_Finalize",
+            "mpi lookup symbol MPIR_dll_name MPIR_proctable",
+        ],
+    );
+    assert!(run.success, "{run}");
+    let first = run.json_of("mpi queues --json");
+    check_rank(&first["processes"][0], Example::Ring, mpi, 0, a.nprocs(), a.pid_of(0));
+    let second = run.json_of("mpi queues --json --in-process");
+    check_rank(&second["processes"][0], Example::Ring, mpi, 0, b.nprocs(), b.pid_of(0));
+    let address = |command: &str| {
+        let text = run.output_of(command);
+        hex_after(&text, "symbol MPIR_dll_name: ").unwrap_or_else(|| panic!("no address:\n{run}"))
+    };
+    let (in_a, in_b) = (
+        address("mpi lookup symbol MPIR_dll_name"),
+        address("mpi lookup symbol MPIR_dll_name MPIR_proctable"),
+    );
+    let gdb_b = String::from_utf8_lossy(&gdb::batch(b.pid_of(0), &["print &MPIR_dll_name"]).stdout).into_owned();
+    assert_eq!(
+        in_b,
+        gdb_number(&gdb_b, 1),
+        "process B's MPIR_dll_name:\n{run}\n--- gdb ---\n{gdb_b}"
+    );
+    let randomized = fs::read_to_string("/proc/sys/kernel/randomize_va_space").is_ok_and(|s| s.trim() != "0");
+    if randomized {
+        assert_ne!(in_a, in_b, "two runs, one address: the libraries did not move?\n{run}");
+    } else {
+        eprintln!("NOTE: address space randomization is off: both runs load the libraries at one address");
+    }
+}
+
+#[test]
+fn openmpi_answers_follow_the_process() {
+    answers_follow_the_process(Mpi::OpenMpi);
+}
+
+#[test]
+fn mpich_answers_follow_the_process() {
+    answers_follow_the_process(Mpi::Mpich);
+}
+
 #[test]
 fn exports_plugin_initialize() {
     let out = Command::new("nm")
