@@ -72,7 +72,7 @@ fn main() {
             .objects()
             .iter()
             .filter_map(|o| o.file.debug_info().ok().flatten())
-            .map(|d| d.indexed_dies())
+            .map(|d| d.indexed().0)
             .sum();
         println!(
             "pid {pid}: stop {:.1} ms, open image ({} objects) {:.1} ms, {answered}/{} type questions {:.1} ms, \

@@ -1,16 +1,22 @@
-//! The DWARF of one file: a lazily built index of named types, and reading
-//! the few DIE attributes type questions need.
+//! The DWARF of one file: an index of named types, built a unit at a time
+//! as lookups need it, and reading the few DIE attributes type questions
+//! need.
 //!
 //! Only what the message queue libraries ask is answered: type names,
 //! `sizeof`, member offsets. The index holds, per name, the first complete
 //! definition (else the first declaration) found at the top level of any
 //! unit, so a library with the same struct in 500 compilation units costs
-//! one entry. DIEs are addressed by [`DieRef`](crate::dwarf::DieRef): an offset in `.debug_info`
-//! of this file or of its supplementary (dwz) file.
+//! one entry. A lookup indexes units in order until the name has a complete
+//! definition: the types a debug library asks for are in the headers every
+//! unit of libmpi includes, so it reads the first tenth of libmpi's 9 MB of
+//! DWARF, not all of it (90 ms). Within a unit only the top level is read:
+//! `DW_AT_sibling` skips the bodies of functions. DIEs are addressed by
+//! [`DieRef`](crate::dwarf::DieRef): an offset in `.debug_info` of this file
+//! or of its supplementary (dwz) file.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use gimli::{constants as dw, AttributeValue, DebugInfoOffset, DwTag, UnitOffset};
 use object::{Object, ObjectSection};
@@ -84,6 +90,19 @@ impl TypeIndex {
     }
 }
 
+/// The index of one file and how far it got.
+struct LazyIndex {
+    index: TypeIndex,
+    /// The units not indexed yet.
+    headers: gimli::DebugInfoUnitHeadersIter<R>,
+    /// Every unit is indexed (or a unit was bad: `error`).
+    done: bool,
+    /// Why indexing stopped early: bad DWARF in a unit.
+    error: Option<String>,
+    /// Units indexed so far.
+    units: u64,
+}
+
 /// What [`DebugInfo::die`] reads of a DIE.
 #[derive(Clone, Debug)]
 pub struct Die {
@@ -120,7 +139,7 @@ pub struct DebugInfo {
     sup: Option<Arc<DebugInfo>>,
     symbols: Symbols,
     unit_starts: OnceLock<Vec<u64>>,
-    index: OnceLock<Result<TypeIndex, String>>,
+    index: Mutex<LazyIndex>,
     units: Mutex<HashMap<u64, Arc<gimli::Unit<R>>>>,
 }
 
@@ -181,6 +200,7 @@ impl DebugInfo {
         if is_sup {
             dwarf.file_type = gimli::DwarfFileType::Main;
         }
+        let headers = dwarf.units();
         Ok(DebugInfo {
             path: path.to_path_buf(),
             data,
@@ -189,7 +209,13 @@ impl DebugInfo {
             is_sup,
             sup,
             unit_starts: OnceLock::new(),
-            index: OnceLock::new(),
+            index: Mutex::new(LazyIndex {
+                index: TypeIndex::default(),
+                headers,
+                done: false,
+                error: None,
+                units: 0,
+            }),
             units: Mutex::new(HashMap::new()),
         })
     }
@@ -220,94 +246,102 @@ impl DebugInfo {
         }
     }
 
-    fn index(&self) -> Result<&TypeIndex, String> {
-        self.index
-            .get_or_init(|| {
-                self.build_index()
-                    .map_err(|e| format!("{}: bad DWARF: {e}", self.path.display()))
-            })
-            .as_ref()
-            .map_err(Clone::clone)
+    /// The index, extended a unit at a time until `enough` says it holds
+    /// what the caller needs or every unit is in. An error only if a bad
+    /// unit stopped it before that.
+    fn index_until(&self, enough: impl Fn(&TypeIndex) -> bool) -> Result<MutexGuard<'_, LazyIndex>, String> {
+        // A panic while indexing leaves a consistent (shorter) index.
+        let mut lazy = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while !lazy.done && !enough(&lazy.index) {
+            let lazy = &mut *lazy;
+            match lazy.headers.next() {
+                Ok(Some(header)) => {
+                    lazy.units += 1;
+                    if let Err(e) = self.index_unit(header, &mut lazy.index) {
+                        lazy.error = Some(format!("{}: bad DWARF: {e}", self.path.display()));
+                        lazy.done = true;
+                    }
+                }
+                Ok(None) => lazy.done = true,
+                Err(e) => {
+                    lazy.error = Some(format!("{}: bad DWARF: {e}", self.path.display()));
+                    lazy.done = true;
+                }
+            }
+        }
+        match &lazy.error {
+            Some(e) if !enough(&lazy.index) => Err(e.clone()),
+            _ => Ok(lazy),
+        }
     }
 
-    /// Builds the index now (otherwise the first lookup does).
+    /// Indexes every unit now (otherwise lookups do, as far as they need).
     pub fn prepare(&self) -> Result<(), String> {
-        self.index()?;
+        drop(self.index_until(|_| false)?);
         if let Some(sup) = &self.sup {
-            sup.index()?;
+            sup.prepare()?;
         }
         Ok(())
     }
 
-    /// Number of DIEs walked to build the index (0 before).
-    pub fn indexed_dies(&self) -> u64 {
-        self.index.get().and_then(|r| r.as_ref().ok()).map_or(0, |i| i.dies)
+    /// Number of DIEs and units indexed so far.
+    pub fn indexed(&self) -> (u64, u64) {
+        let lazy = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (lazy.index.dies, lazy.units)
     }
 
-    fn build_index(&self) -> gimli::Result<TypeIndex> {
-        let mut index = TypeIndex::default();
-        let mut headers = self.dwarf.units();
-        while let Some(header) = headers.next()? {
-            let Some(unit_start) = header.offset().as_debug_info_offset() else {
+    /// Adds the top-level named types of one unit to `index`.
+    fn index_unit(&self, header: gimli::UnitHeader<R>, index: &mut TypeIndex) -> gimli::Result<()> {
+        let Some(unit_start) = header.offset().as_debug_info_offset() else {
+            return Ok(());
+        };
+        let unit_start = unit_start.0 as u64;
+        if let gimli::UnitType::Type {
+            type_signature,
+            type_offset,
+        }
+        | gimli::UnitType::SplitType {
+            type_signature,
+            type_offset,
+        } = header.type_()
+        {
+            index
+                .signatures
+                .insert(type_signature.0, unit_start + type_offset.0 as u64);
+        }
+        let unit = self.dwarf.unit(header)?;
+        let mut tree = unit.entries_tree(None)?;
+        let root = tree.root()?;
+        // Each step to the next child jumps over the previous one's
+        // children (DW_AT_sibling) when the producer recorded where.
+        let mut children = root.children();
+        while let Some(child) = children.next()? {
+            let entry = child.entry();
+            index.dies += 1;
+            let Some(ns) = Namespace::of_tag(entry.tag()) else {
                 continue;
             };
-            let unit_start = unit_start.0 as u64;
-            if let gimli::UnitType::Type {
-                type_signature,
-                type_offset,
-            }
-            | gimli::UnitType::SplitType {
-                type_signature,
-                type_offset,
-            } = header.type_()
-            {
-                index
-                    .signatures
-                    .insert(type_signature.0, unit_start + type_offset.0 as u64);
-            }
-            let unit = self.dwarf.unit(header)?;
-            let mut entries = unit.entries_raw(None)?;
-            while !entries.is_empty() {
-                let depth = entries.next_depth();
-                let offset = entries.next_offset();
-                let Some(abbrev) = entries.read_abbreviation()? else {
-                    continue;
-                };
-                index.dies += 1;
-                let ns = if depth == 1 {
-                    Namespace::of_tag(abbrev.tag())
-                } else {
-                    None
-                };
-                let Some(ns) = ns else {
-                    entries.skip_attributes(abbrev.attributes())?;
-                    continue;
-                };
-                let mut name = None;
-                let mut declaration = false;
-                for spec in abbrev.attributes() {
-                    let attr = entries.read_attribute(*spec)?;
-                    match attr.name() {
-                        dw::DW_AT_name => name = Some(attr.value()),
-                        dw::DW_AT_declaration => declaration = matches!(attr.value(), AttributeValue::Flag(true)),
-                        _ => {}
-                    }
-                }
-                let Some(name) = name else { continue };
-                let name = self.dwarf.attr_string(&unit, name)?;
-                let Ok(name) = std::str::from_utf8(name.slice()) else {
-                    continue;
-                };
-                index.add(ns, name, unit_start + offset.0 as u64, !declaration);
-            }
+            let Some(name) = entry.attr_value(dw::DW_AT_name)? else {
+                continue;
+            };
+            let declaration = matches!(
+                entry.attr_value(dw::DW_AT_declaration)?,
+                Some(AttributeValue::Flag(true))
+            );
+            let name = self.dwarf.attr_string(&unit, name)?;
+            let Ok(name) = std::str::from_utf8(name.slice()) else {
+                continue;
+            };
+            index.add(ns, name, unit_start + entry.offset().0 as u64, !declaration);
         }
-        Ok(index)
+        Ok(())
     }
 
     /// A named type in this file or its supplementary file: the complete
     /// definition if there is one, else a declaration (`complete == false`).
     pub fn lookup(&self, ns: Namespace, name: &str) -> Result<Option<(DieRef, bool)>, String> {
-        let own = self.index()?.names[ns as usize].get(name).map(|s| {
+        let complete = |index: &TypeIndex| index.names[ns as usize].get(name).is_some_and(|s| s.complete);
+        let own = self.index_until(complete)?.index.names[ns as usize].get(name).map(|s| {
             (
                 DieRef {
                     sup: self.is_sup,
@@ -325,6 +359,12 @@ impl DebugInfo {
             }
         }
         Ok(own)
+    }
+
+    /// The type DIE of a DWARF 5 type unit, by signature.
+    fn signature(&self, sig: u64) -> Option<u64> {
+        let lazy = self.index_until(|index| index.signatures.contains_key(&sig)).ok()?;
+        lazy.index.signatures.get(&sig).copied()
     }
 
     fn unit_containing(&self, offset: u64) -> gimli::Result<Arc<gimli::Unit<R>>> {
@@ -372,13 +412,10 @@ impl DebugInfo {
                 sup: true,
                 offset: o.0 as u64,
             }),
-            AttributeValue::DebugTypesRef(sig) => {
-                let index = self.index().ok()?;
-                index.signatures.get(&sig.0).map(|&offset| DieRef {
-                    sup: self.is_sup,
-                    offset,
-                })
-            }
+            AttributeValue::DebugTypesRef(sig) => self.signature(sig.0).map(|offset| DieRef {
+                sup: self.is_sup,
+                offset,
+            }),
             _ => None,
         }
     }

@@ -289,6 +289,71 @@ fn core_file_of_a_rank() {
     assert_released(pid);
 }
 
+/// The CLI indexes a library's DWARF a unit at a time, only as far as a
+/// lookup needs: the types Open MPI's debug library asks for are all in the
+/// first part of libmpi's units. Each answer is the one the whole index
+/// gives (the first complete definition, in unit order).
+#[test]
+fn type_lookups_index_only_the_units_they_need() {
+    use mpiq_cli::dwarf::Namespace;
+    use mpiq_cli::elf::ElfObject;
+    let libmpi = Mpi::OpenMpi.prefix().join("lib/libmpi.so.40");
+    let open = || {
+        ElfObject::open(&libmpi)
+            .unwrap_or_else(|e| panic!("{}: {e}", libmpi.display()))
+            .debug_info()
+            .expect("DWARF")
+            .expect("libmpi of the test bed has debug info")
+    };
+    let (lazy, full) = (open(), open());
+    full.prepare().expect("indexing all of libmpi");
+    let (_, all_units) = full.indexed();
+    // Every type libompi_dbg_msgq.so of Open MPI 4.1.4 asks for.
+    let types = [
+        "mca_pml_base_recv_request_t",
+        "mca_pml_base_request_t",
+        "mca_pml_base_send_request_t",
+        "mca_topo_base_comm_cart_2_2_0_t",
+        "mca_topo_base_comm_dist_graph_2_2_0_t",
+        "mca_topo_base_comm_graph_2_2_0_t",
+        "mca_topo_base_module_t",
+        "ompi_communicator_t",
+        "ompi_datatype_t",
+        "ompi_group_t",
+        "ompi_request_t",
+        "ompi_status_public_t",
+        "opal_datatype_t",
+        "opal_free_list_item_t",
+        "opal_free_list_t",
+        "opal_hash_table_t",
+        "opal_list_item_t",
+        "opal_list_t",
+        "opal_pointer_array_t",
+    ];
+    for name in types {
+        let ns = Namespace::Ordinary;
+        let found = lazy.lookup(ns, name).expect("lookup");
+        assert!(
+            found.is_some_and(|(_, complete)| complete),
+            "{name} not defined in libmpi"
+        );
+        assert_eq!(found, full.lookup(ns, name).expect("lookup"), "{name}");
+    }
+    let (_, read) = lazy.indexed();
+    eprintln!("libmpi: {read} of {all_units} units indexed for {} types", types.len());
+    assert!(
+        read * 4 < all_units,
+        "{read} of libmpi's {all_units} units indexed for {} types",
+        types.len()
+    );
+    // A name no unit defines reads them all, and is not found.
+    assert_eq!(
+        lazy.lookup(Namespace::Struct, "mpiq_no_such_type").expect("lookup"),
+        None
+    );
+    assert_eq!(lazy.indexed().1, all_units);
+}
+
 #[test]
 fn refuses_clearly_without_ptrace_permission() {
     // An unprivileged user may not trace a root process: the error names

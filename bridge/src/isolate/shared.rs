@@ -1,0 +1,264 @@
+//! A memory region the front end shares with `mpiq-dllhost`: the bytes of
+//! memory reads go through it instead of the socket. A 256 KiB read over the
+//! socket took about 230 us (several socket buffers, a copy on each side);
+//! through the region it is one copy into the helper's page cache.
+//!
+//! The protocol keeps the two sides apart in time: the front end writes the
+//! region only while it answers a question, and the helper, which is
+//! waiting for that answer, copies out of it only after the answer arrived.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Size of the region: the largest read that goes through it (larger ones
+/// travel over the socket as before).
+pub(super) const SIZE: usize = 4 << 20;
+
+/// The front end's side: a writable shared mapping of a memfd.
+pub(super) struct Region {
+    fd: OwnedFd,
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Region {
+    /// Creates the region (close-on-exec: only the helper gets it, through
+    /// [`send_fd`]).
+    pub(super) fn create(len: usize) -> io::Result<Region> {
+        // SAFETY: memfd_create takes a NUL-terminated name and flags.
+        let raw = unsafe { libc::memfd_create(c"mpiq-reads".as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let size = libc::off_t::try_from(len).map_err(io::Error::other)?;
+        // SAFETY: ftruncate on a descriptor we own.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a new shared mapping of `len` bytes of our own memfd; the
+        // kernel picks the address.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Region {
+            fd,
+            ptr: ptr.cast(),
+            len,
+        })
+    }
+
+    /// The first `n` bytes, to read target memory into (`None` if the
+    /// region is smaller).
+    pub(super) fn slice(&mut self, n: usize) -> Option<&mut [u8]> {
+        // SAFETY: the mapping is `len` bytes, readable and writable, alive
+        // as long as `self`; the helper maps it read-only and the protocol
+        // has it read only between our answers, so nothing else touches
+        // these bytes while the slice lives (borrowed from `&mut self`).
+        (n <= self.len).then(|| unsafe { std::slice::from_raw_parts_mut(self.ptr, n) })
+    }
+
+    /// The descriptor, for [`send_fd`].
+    pub(super) fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `create`; no slice of
+        // it outlives `self`.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// The marker byte before the start message: a region comes with it.
+const WITH_REGION: u8 = b'R';
+/// The marker byte before the start message: no region.
+const WITHOUT_REGION: u8 = b'N';
+
+/// Sends the region's descriptor (or, without a region, nothing) with one
+/// marker byte over `sock` (`SCM_RIGHTS`): the helper's first read. Passing
+/// it at spawn instead would need a `pre_exec` hook, and std then forks
+/// (copying the page tables of a large debugger: 2.5 ms) where it otherwise
+/// uses `posix_spawn`.
+pub(super) fn send_fd(sock: RawFd, fd: Option<RawFd>) -> io::Result<()> {
+    let mut byte = [if fd.is_some() { WITH_REGION } else { WITHOUT_REGION }];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // Room for one descriptor, aligned as cmsghdr needs.
+    let mut control = [0u64; 4];
+    // SAFETY: an all-zero msghdr is valid (no name, no control).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if let Some(fd) = fd {
+        msg.msg_control = control.as_mut_ptr().cast();
+        // SAFETY: CMSG_SPACE only computes a size.
+        msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+        // SAFETY: msg_control points to `control`, large and aligned enough
+        // for one cmsghdr carrying one descriptor (CMSG_SPACE above), so the
+        // first header and its data are inside it.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+        }
+    }
+    // SAFETY: msg points to live buffers (iov, control) for the call.
+    let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+    if n == 1 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The helper's side of [`send_fd`]: reads the marker byte from `sock` and
+/// the descriptor that comes with it, if any.
+pub(super) fn receive_fd(sock: RawFd) -> io::Result<Option<OwnedFd>> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; 4];
+    // SAFETY: an all-zero msghdr is valid.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: msg points to live buffers for the call; MSG_CMSG_CLOEXEC
+    // keeps the descriptor from leaking into anything the library starts.
+    let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n != 1 {
+        return Err(if n < 0 {
+            io::Error::last_os_error()
+        } else {
+            io::Error::other("mpiq sent nothing")
+        });
+    }
+    if byte[0] != WITH_REGION && byte[0] != WITHOUT_REGION {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "mpiq speaks another version of the helper protocol: this mpiq-dllhost is from another build \
+             of mpiq (install both from one build)",
+        ));
+    }
+    // SAFETY: the kernel filled msg_control with `msg_controllen` bytes of
+    // control messages; CMSG_FIRSTHDR/CMSG_DATA stay inside them, and an
+    // SCM_RIGHTS message carries a descriptor now owned by this process.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if byte[0] == WITH_REGION
+            && !cmsg.is_null()
+            && (*cmsg).cmsg_level == libc::SOL_SOCKET
+            && (*cmsg).cmsg_type == libc::SCM_RIGHTS
+        {
+            let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
+            return Ok(Some(OwnedFd::from_raw_fd(fd)));
+        }
+    }
+    Ok(None)
+}
+
+/// The helper's side: a read-only mapping of the region.
+pub(super) struct View {
+    ptr: *const u8,
+    len: usize,
+}
+
+impl View {
+    /// Maps the region the front end sent (the descriptor is closed after;
+    /// the mapping stays).
+    pub(super) fn open(fd: OwnedFd, len: usize) -> io::Result<View> {
+        // SAFETY: a new read-only shared mapping of the received memfd; the
+        // kernel picks the address and checks the descriptor and size.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        drop(fd);
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(View { ptr: ptr.cast(), len })
+    }
+
+    /// Copies the first `buf.len()` bytes of the region into `buf`; false
+    /// if the region is smaller.
+    pub(super) fn copy_to(&self, buf: &mut [u8]) -> bool {
+        if buf.len() > self.len {
+            return false;
+        }
+        // SAFETY: the mapping holds `len >= buf.len()` readable bytes for
+        // the life of `self`; a raw copy (no reference to the shared bytes
+        // is formed), done after the front end finished writing them.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr, buf.as_mut_ptr(), buf.len()) };
+        true
+    }
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `open`.
+        unsafe { libc::munmap(self.ptr.cast_mut().cast(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    #[test]
+    fn a_region_sent_over_a_socket_shows_what_was_written() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let mut region = Region::create(SIZE).unwrap();
+        send_fd(a.as_raw_fd(), Some(region.raw_fd())).unwrap();
+        let fd = receive_fd(b.as_raw_fd()).unwrap().expect("a descriptor");
+        let view = View::open(fd, SIZE).unwrap();
+        region.slice(5).unwrap().copy_from_slice(b"hello");
+        let mut got = [0u8; 5];
+        assert!(view.copy_to(&mut got));
+        assert_eq!(&got, b"hello");
+        // Larger than the region: refused on both sides.
+        assert!(region.slice(SIZE + 1).is_none());
+        assert!(!view.copy_to(&mut vec![0u8; SIZE + 1]));
+    }
+
+    #[test]
+    fn no_region_and_a_stranger_are_told_apart() {
+        let (a, b) = UnixStream::pair().unwrap();
+        send_fd(a.as_raw_fd(), None).unwrap();
+        assert!(receive_fd(b.as_raw_fd()).unwrap().is_none());
+        // A front end of another build starts with its start message.
+        (&a).write_all(b"{\"dll\":\"x\"}\n").unwrap();
+        let e = receive_fd(b.as_raw_fd()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("another build"), "{e}");
+    }
+}
