@@ -150,6 +150,48 @@ pub enum Attempt {
     Interrupted,
 }
 
+/// The operations of a dump as the library returned them: per communicator
+/// of the snapshot, the records (`mqs_pending_operation`, as bytes) of its
+/// three queues. [`convert_operations`] turns them into the snapshot's
+/// operations once every communicator is read; the helper hands them to the
+/// front end as they are, which is cheaper than encoding ten thousand
+/// converted operations and decoding them again.
+pub(crate) type RawOperations = Vec<[Vec<u8>; 3]>;
+
+/// Size of one record in [`RawOperations`].
+pub(crate) const RAW_OPERATION: usize = std::mem::size_of::<mqs_pending_operation>();
+
+/// Fills the queues of `snap` from the records of [`RawOperations`]
+/// (one entry per communicator, in order).
+pub(crate) fn convert_operations(snap: &mut ProcessSnapshot, raw: &[[&[u8]; 3]]) -> Result<(), String> {
+    if raw.len() != snap.communicators.len() {
+        return Err(format!(
+            "operations of {} communicators for {}",
+            raw.len(),
+            snap.communicators.len()
+        ));
+    }
+    for (comm, queues) in snap.communicators.iter_mut().zip(raw) {
+        for (kind, bytes) in QueueKind::ALL.into_iter().zip(queues) {
+            if bytes.len() % RAW_OPERATION != 0 {
+                return Err(format!("{} bytes of operations", bytes.len()));
+            }
+            let operations = bytes
+                .chunks_exact(RAW_OPERATION)
+                .map(|record| {
+                    // SAFETY: `record` is RAW_OPERATION bytes, a whole
+                    // mqs_pending_operation: plain integers and char arrays,
+                    // for which every bit pattern is valid; read unaligned.
+                    let op: mqs_pending_operation = unsafe { std::ptr::read_unaligned(record.as_ptr().cast()) };
+                    normalize::operation(&op, kind, comm)
+                })
+                .collect();
+            comm.queues.get_mut(kind).operations = operations;
+        }
+    }
+    Ok(())
+}
+
 /// Loads the library at `path` here, in this process, and dumps the target
 /// through it. The result holds `dll`, `error`, `messages`, `communicators`,
 /// `world_rank` and, with `--stats`, `stats`.
@@ -159,6 +201,36 @@ pub fn run_dll(
     source: DllSource,
     opts: &DumpOptions,
     known_rank: Option<i32>,
+) -> Result<ProcessSnapshot, Attempt> {
+    let (result, raw) = run_dll_raw(target, path, source, opts, known_rank);
+    let mut snap = result?;
+    let raw: Vec<[&[u8]; 3]> = raw.iter().map(|[a, b, c]| [&a[..], &b[..], &c[..]]).collect();
+    if let Err(e) = convert_operations(&mut snap, &raw) {
+        snap.messages.push(format!("mpiq: internal error: {e}"));
+    }
+    Ok(snap)
+}
+
+/// [`run_dll`], with the operations left as the library returned them.
+pub(crate) fn run_dll_raw(
+    target: &mut dyn Target,
+    path: &std::path::Path,
+    source: DllSource,
+    opts: &DumpOptions,
+    known_rank: Option<i32>,
+) -> (Result<ProcessSnapshot, Attempt>, RawOperations) {
+    let mut raw = RawOperations::new();
+    let result = run_dll_into(target, path, source, opts, known_rank, &mut raw);
+    (result, raw)
+}
+
+fn run_dll_into(
+    target: &mut dyn Target,
+    path: &std::path::Path,
+    source: DllSource,
+    opts: &DumpOptions,
+    known_rank: Option<i32>,
+    raw: &mut RawOperations,
 ) -> Result<ProcessSnapshot, Attempt> {
     let dll = dll::load(path).map_err(|e| Attempt::Refused(e.to_string()))?;
     let desc = target.describe();
@@ -180,7 +252,7 @@ pub fn run_dll(
     // Everything from here runs the library: one dump at a time.
     let _guard = dll.lock.lock().unwrap_or_else(|p| p.into_inner());
     let mut session = Session::new(target, known_rank);
-    let result = run_library(dll, &mut session, &image_name, &mut snap, Limits::current());
+    let result = run_library(dll, &mut session, &image_name, &mut snap, raw, Limits::current());
     teardown(dll, &mut session);
     if session.interrupted {
         return Err(Attempt::Interrupted);
@@ -337,6 +409,7 @@ fn run_library(
     s: &mut Session<'_>,
     image_name: &str,
     snap: &mut ProcessSnapshot,
+    raw_operations: &mut RawOperations,
     limits: Limits,
 ) -> Result<(), String> {
     let e = &dll.entry;
@@ -396,13 +469,15 @@ fn run_library(
         }
         let group = comm_group(dll, s, &raw);
         let mut comm = normalize::communicator(&raw, group);
-        for kind in QueueKind::ALL {
-            *comm.queues.get_mut(kind) = read_queue(dll, s, kind, &comm, limits.operations);
+        let mut records: [Vec<u8>; 3] = Default::default();
+        for (kind, records) in QueueKind::ALL.into_iter().zip(&mut records) {
+            *comm.queues.get_mut(kind) = read_queue(dll, s, kind, &comm.name, limits.operations, records);
             if s.interrupted {
                 return Err("interrupted".into());
             }
         }
         snap.communicators.push(comm);
+        raw_operations.push(records);
         // SAFETY: as above.
         rc = unsafe { (e.next_communicator)(process) };
     }
@@ -463,7 +538,16 @@ fn comm_group(dll: &Dll, s: &mut Session<'_>, raw: &mqs_communicator) -> Option<
     (rc == mqs_ok).then(|| members.into_iter().map(i64::from).collect())
 }
 
-fn read_queue(dll: &Dll, s: &mut Session<'_>, kind: QueueKind, comm: &Communicator, max_operations: usize) -> Queue {
+/// Reads one queue: the records of its operations go to `records`; the
+/// queue returned holds none yet ([`convert_operations`]).
+fn read_queue(
+    dll: &Dll,
+    s: &mut Session<'_>,
+    kind: QueueKind,
+    comm_name: &str,
+    max_operations: usize,
+    records: &mut Vec<u8>,
+) -> Queue {
     let e = &dll.entry;
     let process = s.process_ptr();
     let op_class = match kind {
@@ -481,12 +565,12 @@ fn read_queue(dll: &Dll, s: &mut Session<'_>, kind: QueueKind, comm: &Communicat
         });
     }
     let mut queue = Queue::available(Vec::new());
+    let mut count = 0;
     loop {
-        if queue.operations.len() == max_operations {
+        if count == max_operations {
             queue.incomplete = true;
             queue.reason = Some(format!(
-                "stopped after {max_operations} operations in '{}' {}: the list may be corrupt",
-                comm.name,
+                "stopped after {max_operations} operations in '{comm_name}' {}: the list may be corrupt",
                 kind.as_str()
             ));
             break;
@@ -496,7 +580,13 @@ fn read_queue(dll: &Dll, s: &mut Session<'_>, kind: QueueKind, comm: &Communicat
         // SAFETY: live process handle; `raw` is a valid out-pointer.
         let rc = unsafe { (e.next_operation)(process, &mut raw) };
         if rc == mqs_ok {
-            queue.operations.push(normalize::operation(&raw, kind, comm));
+            // SAFETY: `raw` is a live, fully initialised (zeroed, then
+            // written by the library) plain-data value of RAW_OPERATION bytes.
+            let bytes = unsafe {
+                std::slice::from_raw_parts((&raw as *const mqs_pending_operation).cast::<u8>(), RAW_OPERATION)
+            };
+            records.extend_from_slice(bytes);
+            count += 1;
             continue;
         }
         if rc != mqs_end_of_list && rc != mqs_no_information {
@@ -505,7 +595,7 @@ fn read_queue(dll: &Dll, s: &mut Session<'_>, kind: QueueKind, comm: &Communicat
                 "the list could not be read to its end: {}",
                 describe(dll, s, rc)
             ));
-            if queue.operations.is_empty() && code::text(rc).is_some() {
+            if count == 0 && code::text(rc).is_some() {
                 // Nothing read at all, and the cause is ours (memory): not "empty".
                 queue.available = false;
             }

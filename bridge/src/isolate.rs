@@ -4,9 +4,11 @@
 //! the front end for every answer over a socket, one JSON line per message;
 //! the bytes of a memory read go through a shared memory region
 //! (`isolate/shared.rs`), or follow their answer's line raw when there is
-//! none; the operations of the result follow its line in a compact binary
-//! encoding (`postcard`): they are nearly all of it, and JSON for ten
-//! thousand of them cost 10 ms to write and read. The helper has its own page cache,
+//! none. The result comes back as JSON without its operations; those come
+//! as the library's own records ([`crate::collect::RawOperations`]), in the
+//! shared region (or after the line), and the front end converts them: JSON
+//! for ten thousand operations cost 10 ms to write and read, the records
+//! one copy. The helper has its own page cache,
 //! so a dump costs one round trip per cache block (256 KiB), not per
 //! `mqs_fetch_data`, and the lookups the library asked in this process's
 //! earlier dumps are answered before it starts (`isolate/known.rs`), with no round
@@ -27,9 +29,9 @@ use serde::{Deserialize, Serialize};
 mod known;
 mod shared;
 
-use crate::collect::{run_dll, Attempt};
+use crate::collect::{convert_operations, run_dll_raw, Attempt, RawOperations};
 use crate::options::DumpOptions;
-use crate::snapshot::model::{DllInfo, DllSource, Operation, ProcessSnapshot};
+use crate::snapshot::model::{DllInfo, DllSource, ProcessSnapshot};
 use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// The helper's file name.
@@ -112,41 +114,53 @@ enum Answer {
 #[derive(Debug, Serialize, Deserialize)]
 enum FromHost {
     Query(Query),
-    /// The result; the operations of its queues are taken out and follow
-    /// the line as `ops` bytes of `postcard` ([`take_operations`]).
+    /// The result, without its operations: their records
+    /// ([`encode_operations`]) are in the shared region or follow the line.
     Done {
         result: Result<ProcessSnapshot, Attempt>,
-        ops: u64,
+        operations: Carried,
     },
 }
 
-/// Takes the operations out of every queue of a result, in order.
-fn take_operations(result: &mut Result<ProcessSnapshot, Attempt>) -> Vec<Vec<Operation>> {
-    let Ok(snap) = result else { return Vec::new() };
-    let mut all = Vec::new();
-    for comm in &mut snap.communicators {
-        let q = &mut comm.queues;
-        for queue in [&mut q.sends, &mut q.receives, &mut q.unexpected] {
-            all.push(std::mem::take(&mut queue.operations));
-        }
-    }
-    all
+/// Where the records of a result's operations are: this many bytes at the
+/// start of the shared region, or right after the line.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+enum Carried {
+    Region(u64),
+    Inline(u64),
 }
 
-/// Puts operations taken by [`take_operations`] back.
-fn put_operations(snap: &mut ProcessSnapshot, all: Vec<Vec<Operation>>) -> Result<(), String> {
-    let queues = snap.communicators.len() * 3;
-    if all.len() != queues {
-        return Err(format!("{} operation lists for {queues} queues", all.len()));
+/// The bytes [`encode_operations`] writes.
+fn encoded_len(raw: &RawOperations) -> usize {
+    raw.iter().flatten().map(|q| 8 + q.len()).sum()
+}
+
+/// Writes the records of every queue in order, each queue as its length in
+/// bytes (u64, little endian) and its records, through `out`.
+fn encode_operations(raw: &RawOperations, mut out: impl FnMut(&[u8])) {
+    for queue in raw.iter().flatten() {
+        out(&(queue.len() as u64).to_le_bytes());
+        out(queue);
     }
-    let mut all = all.into_iter();
-    for comm in &mut snap.communicators {
-        let q = &mut comm.queues;
-        for queue in [&mut q.sends, &mut q.receives, &mut q.unexpected] {
-            queue.operations = all.next().unwrap_or_default();
+}
+
+/// Splits what [`encode_operations`] wrote for `comms` communicators.
+fn decode_operations(mut bytes: &[u8], comms: usize) -> Result<Vec<[&[u8]; 3]>, String> {
+    let mut next = || -> Result<&[u8], String> {
+        let (len, rest) = bytes.split_first_chunk::<8>().ok_or("the operations end early")?;
+        let len = usize::try_from(u64::from_le_bytes(*len)).map_err(|e| e.to_string())?;
+        if len > rest.len() {
+            return Err(format!("a queue of {len} bytes in {} left", rest.len()));
         }
+        let (queue, rest) = rest.split_at(len);
+        bytes = rest;
+        Ok(queue)
+    };
+    let mut all = Vec::with_capacity(comms);
+    for _ in 0..comms {
+        all.push([next()?, next()?, next()?]);
     }
-    Ok(())
+    Ok(all)
 }
 
 /// Where `mpiq-dllhost` is: `$MPIQ_DLLHOST`, else next to the executable or
@@ -455,8 +469,10 @@ pub fn run(
                             break;
                         }
                     }
-                    Ok(FromHost::Done { mut result, ops }) => {
-                        if let Err(why) = receive_operations(&mut reader, &mut result, ops, timeout) {
+                    Ok(FromHost::Done { mut result, operations }) => {
+                        if let Err(why) =
+                            receive_operations(&mut reader, region.as_mut(), &mut result, operations, timeout)
+                        {
                             let _ = child.kill();
                             outcome = Some(failed(
                                 target,
@@ -533,19 +549,32 @@ pub fn run(
     )
 }
 
-/// Reads the `ops` bytes of operations that follow a result and puts them
-/// back into it.
+/// Reads the records of a result's operations (from the region or after
+/// the line) and converts them into the result's queues.
 fn receive_operations(
     reader: &mut LineReader,
+    region: Option<&mut shared::Region>,
     result: &mut Result<ProcessSnapshot, Attempt>,
-    ops: u64,
+    carried: Carried,
     timeout: Duration,
 ) -> Result<(), String> {
-    let n = usize::try_from(ops).map_err(|e| e.to_string())?;
-    let bytes = reader.raw(n, timeout)?;
+    let inline;
+    let bytes: &[u8] = match carried {
+        Carried::Region(n) => {
+            let n = usize::try_from(n).map_err(|e| e.to_string())?;
+            match region.and_then(|r| r.slice(n)) {
+                Some(b) => b,
+                None => return Err(format!("{n} bytes of operations in a region mpiq has not got")),
+            }
+        }
+        Carried::Inline(n) => {
+            inline = reader.raw(usize::try_from(n).map_err(|e| e.to_string())?, timeout)?;
+            &inline
+        }
+    };
     if let Ok(snap) = result {
-        let all: Vec<Vec<Operation>> = postcard::from_bytes(&bytes).map_err(|e| format!("operations: {e}"))?;
-        put_operations(snap, all)?;
+        let raw = decode_operations(bytes, snap.communicators.len())?;
+        convert_operations(snap, &raw)?;
     }
     Ok(())
 }
@@ -740,18 +769,26 @@ pub fn host_main() -> i32 {
         stats: start.stats,
         ..DumpOptions::default()
     };
-    let mut result = run_dll(&mut remote, &start.dll, start.source, &opts, start.world_rank);
-    let ops = match postcard::to_allocvec(&take_operations(&mut result)) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("{DLLHOST}: cannot send the result: {e}");
-            return 1;
+    let (result, raw) = run_dll_raw(&mut remote, &start.dll, start.source, &opts, start.world_rank);
+    let len = encoded_len(&raw);
+    let mut inline = Vec::new();
+    let operations = match &remote.shared {
+        Some(view) if len <= view.len() => {
+            let mut at = 0;
+            encode_operations(&raw, |bytes| {
+                view.write_at(at, bytes);
+                at += bytes.len();
+            });
+            Carried::Region(len as u64)
+        }
+        _ => {
+            inline.reserve_exact(len);
+            encode_operations(&raw, |bytes| inline.extend_from_slice(bytes));
+            Carried::Inline(len as u64)
         }
     };
-    let done = FromHost::Done {
-        result,
-        ops: ops.len() as u64,
-    };
+    drop(raw);
+    let done = FromHost::Done { result, operations };
     let mut msg = match serde_json::to_vec(&done) {
         Ok(m) => m,
         Err(e) => {
@@ -760,7 +797,7 @@ pub fn host_main() -> i32 {
         }
     };
     msg.push(b'\n');
-    msg.extend_from_slice(&ops);
+    msg.extend_from_slice(&inline);
     let mut out = std::io::stdout().lock();
     if out.write_all(&msg).and_then(|()| out.flush()).is_err() {
         return 1;
@@ -771,73 +808,25 @@ pub fn host_main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::model::{Communicator, Peer, Queue, Queues, Status};
 
-    fn op(tag: i64) -> Operation {
-        Operation {
-            status: Status::Pending,
-            peer: Peer {
-                local: Some(1),
-                world: None,
-            },
-            any_source: false,
-            tag: Some(tag),
-            any_tag: false,
-            length: None,
-            buffer: format!("{tag:#x}"),
-            system_buffer: tag % 2 == 0,
-            actual: None,
-            extra_text: vec![format!("line {tag}"), String::new()],
-        }
-    }
-
-    fn comm(id: &str, sends: Vec<Operation>, receives: Vec<Operation>) -> Communicator {
-        Communicator {
-            id: id.into(),
-            name: id.into(),
-            size: Some(2),
-            local_rank: Some(0),
-            world_ranks: None,
-            world_ranks_source: None,
-            queues: Queues {
-                sends: Queue::available(sends),
-                receives: Queue::available(receives),
-                unexpected: Queue::unavailable("not shown"),
-            },
-        }
-    }
-
-    /// The result travels as JSON without its operations plus the
-    /// operations in postcard: together they give back the same result.
+    /// The records of every queue come back split as they were, and a
+    /// short or lying stream is an error, not a panic.
     #[test]
-    fn operations_travel_apart_and_come_back_in_place() {
-        let snap = ProcessSnapshot {
-            pid: Some(7),
-            world_rank: Some(0),
-            executable: "x".into(),
-            dll: None,
-            error: None,
-            messages: vec!["m".into()],
-            communicators: vec![comm("a", vec![op(1), op(2)], vec![]), comm("b", vec![], vec![op(3)])],
-            stats: None,
-        };
-        let mut sent = Ok(snap.clone());
-        let ops = postcard::to_allocvec(&take_operations(&mut sent)).unwrap();
-        let line = serde_json::to_string(&FromHost::Done {
-            result: sent,
-            ops: ops.len() as u64,
-        })
-        .unwrap();
-        assert!(!line.contains("line 1"), "operations left in the line: {line}");
-        let Ok(FromHost::Done {
-            result: Ok(mut got), ..
-        }) = serde_json::from_str(&line)
-        else {
-            panic!("not a result: {line}");
-        };
-        put_operations(&mut got, postcard::from_bytes(&ops).unwrap()).unwrap();
-        assert_eq!(got, snap);
-        // Lists for other queues than the result has are refused.
-        assert!(put_operations(&mut got, vec![vec![op(1)]]).is_err());
+    fn operation_records_travel_and_split_back() {
+        let raw: RawOperations = vec![
+            [vec![1; 3], Vec::new(), vec![2; 5]],
+            [Vec::new(), vec![3; 1], Vec::new()],
+        ];
+        let mut bytes = Vec::new();
+        encode_operations(&raw, |b| bytes.extend_from_slice(b));
+        assert_eq!(bytes.len(), encoded_len(&raw));
+        let back = decode_operations(&bytes, 2).unwrap();
+        let expected: Vec<[&[u8]; 3]> = raw.iter().map(|[a, b, c]| [&a[..], &b[..], &c[..]]).collect();
+        assert_eq!(back, expected);
+        assert!(decode_operations(&bytes, 3).is_err());
+        assert!(decode_operations(&bytes[..bytes.len() - 1], 2).is_err());
+        let mut lying = bytes.clone();
+        lying[0] = 0xff;
+        assert!(decode_operations(&lying, 2).is_err());
     }
 }

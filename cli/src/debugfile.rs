@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use object::Object;
 
 use crate::dwarf::{has_debug_info, DebugInfo};
-use crate::elf::{map_file, ElfObject};
+use crate::elf::{map_file, ElfObject, Symbols};
 
 /// The environment variable that replaces the debug directories.
 pub const DEBUG_DIR_ENV: &str = "MPIQ_DEBUG_FILE_DIRECTORY";
@@ -89,6 +89,16 @@ fn build_id_of(data: &'static [u8]) -> Option<Vec<u8>> {
 
 fn with_dwarf(c: &Candidate) -> bool {
     object::File::parse(c.data).is_ok_and(|f| has_debug_info(&f))
+}
+
+/// The symbol table of the separate debug file of an object that has no
+/// DWARF itself (none if it has DWARF, or no such file is found).
+pub(crate) fn separate_symbols(obj: &ElfObject) -> Option<Symbols> {
+    if obj.has_dwarf() {
+        return None;
+    }
+    let c = find_separate(obj)?;
+    object::File::parse(c.data).ok().map(|f| Symbols::read(&f))
 }
 
 /// Finds the separate debug file of an object that has no DWARF itself.

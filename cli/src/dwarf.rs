@@ -21,8 +21,6 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use gimli::{constants as dw, AttributeValue, DebugInfoOffset, DwTag, UnitOffset};
 use object::{Object, ObjectSection};
 
-use crate::elf::Symbols;
-
 /// The reader every DWARF section is read with.
 pub(crate) type R = gimli::EndianSlice<'static, gimli::RunTimeEndian>;
 
@@ -137,7 +135,6 @@ pub struct DebugInfo {
     dwarf: gimli::Dwarf<R>,
     is_sup: bool,
     sup: Option<Arc<DebugInfo>>,
-    symbols: Symbols,
     unit_starts: OnceLock<Vec<u64>>,
     index: Mutex<LazyIndex>,
     units: Mutex<HashMap<u64, Arc<gimli::Unit<R>>>>,
@@ -182,7 +179,7 @@ fn load_sections(file: &object::File<'static>) -> Result<gimli::Dwarf<R>, String
 }
 
 impl DebugInfo {
-    /// Reads the DWARF sections (and the full symbol table) of a file.
+    /// Reads the DWARF sections of a file (decompressing compressed ones).
     pub(crate) fn load(
         path: &Path,
         data: &'static [u8],
@@ -204,7 +201,6 @@ impl DebugInfo {
         Ok(DebugInfo {
             path: path.to_path_buf(),
             data,
-            symbols: Symbols::read(&file),
             dwarf,
             is_sup,
             sup,
@@ -228,11 +224,6 @@ impl DebugInfo {
     /// The supplementary file, if any.
     pub fn sup(&self) -> Option<&Arc<DebugInfo>> {
         self.sup.as_ref()
-    }
-
-    /// The symbol table of the debug file.
-    pub(crate) fn symbols(&self) -> &Symbols {
-        &self.symbols
     }
 
     /// The file a [`DieRef`] points into.

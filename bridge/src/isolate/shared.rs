@@ -1,18 +1,21 @@
 //! A memory region the front end shares with `mpiq-dllhost`: the bytes of
-//! memory reads go through it instead of the socket. A 256 KiB read over the
-//! socket took about 230 us (several socket buffers, a copy on each side);
-//! through the region it is one copy into the helper's page cache.
+//! memory reads go through it instead of the socket, and so do the records
+//! of the result's operations. A 256 KiB read over the socket took about
+//! 230 us (several socket buffers, a copy on each side); through the region
+//! it is one copy into the helper's page cache.
 //!
 //! The protocol keeps the two sides apart in time: the front end writes the
 //! region only while it answers a question, and the helper, which is
-//! waiting for that answer, copies out of it only after the answer arrived.
+//! waiting for that answer, copies out of it only after the answer arrived;
+//! the helper writes the result's records only after its last question,
+//! and the front end reads them only after the result's line arrived.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// Size of the region: the largest read that goes through it (larger ones
-/// travel over the socket as before).
-pub(super) const SIZE: usize = 4 << 20;
+/// Size of the region: the largest read or result that goes through it
+/// (larger ones travel over the socket). Only pages written take memory.
+pub(super) const SIZE: usize = 64 << 20;
 
 /// The front end's side: a writable shared mapping of a memfd.
 pub(super) struct Region {
@@ -63,9 +66,9 @@ impl Region {
     /// region is smaller).
     pub(super) fn slice(&mut self, n: usize) -> Option<&mut [u8]> {
         // SAFETY: the mapping is `len` bytes, readable and writable, alive
-        // as long as `self`; the helper maps it read-only and the protocol
-        // has it read only between our answers, so nothing else touches
-        // these bytes while the slice lives (borrowed from `&mut self`).
+        // as long as `self`; the protocol has the helper touch it only
+        // while this process waits for it, and the slice is borrowed from
+        // `&mut self`, so it ends before this process waits again.
         (n <= self.len).then(|| unsafe { std::slice::from_raw_parts_mut(self.ptr, n) })
     }
 
@@ -178,9 +181,9 @@ pub(super) fn receive_fd(sock: RawFd) -> io::Result<Option<OwnedFd>> {
     Ok(None)
 }
 
-/// The helper's side: a read-only mapping of the region.
+/// The helper's side: a mapping of the region.
 pub(super) struct View {
-    ptr: *const u8,
+    ptr: *mut u8,
     len: usize,
 }
 
@@ -188,13 +191,13 @@ impl View {
     /// Maps the region the front end sent (the descriptor is closed after;
     /// the mapping stays).
     pub(super) fn open(fd: OwnedFd, len: usize) -> io::Result<View> {
-        // SAFETY: a new read-only shared mapping of the received memfd; the
-        // kernel picks the address and checks the descriptor and size.
+        // SAFETY: a new shared mapping of the received memfd; the kernel
+        // picks the address and checks the descriptor and size.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ,
+                libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 fd.as_raw_fd(),
                 0,
@@ -205,6 +208,24 @@ impl View {
             return Err(io::Error::last_os_error());
         }
         Ok(View { ptr: ptr.cast(), len })
+    }
+
+    /// Size of the region.
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies `bytes` into the region at `at` (for the front end to read
+    /// after this process's next message); false if they do not fit.
+    pub(super) fn write_at(&self, at: usize, bytes: &[u8]) -> bool {
+        if at.checked_add(bytes.len()).is_none_or(|end| end > self.len) {
+            return false;
+        }
+        // SAFETY: `at + bytes.len() <= len` bytes of the mapping, alive for
+        // the life of `self`; a raw copy (no reference to the shared bytes
+        // is formed), while the front end waits for this process.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(at), bytes.len()) };
+        true
     }
 
     /// Copies the first `buf.len()` bytes of the region into `buf`; false
@@ -224,7 +245,7 @@ impl View {
 impl Drop for View {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the mapping made in `open`.
-        unsafe { libc::munmap(self.ptr.cast_mut().cast(), self.len) };
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 
