@@ -22,6 +22,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -364,8 +365,98 @@ fn signal_name(sig: i32) -> String {
     }
 }
 
-/// Runs the library at `dll` in a new `mpiq-dllhost` and answers its
-/// questions from `target` until it is done, dies, or is silent too long.
+/// A running helper: its process, this process's end of its socket, and
+/// the region shared with it.
+struct Helper {
+    host: PathBuf,
+    dll: PathBuf,
+    child: std::process::Child,
+    sock: UnixStream,
+    reader: LineReader,
+    region: Option<shared::Region>,
+}
+
+/// The helper of this process's last dump that ended well, kept for the
+/// next dump with the same library: a debugger session's dumps (and the
+/// ranks of `mpiq job`) then skip the start, the `dlopen`, and the page
+/// faults of a fresh process (about 5 ms at K = 10,000). The library stays
+/// loaded between dumps, as it does in-process and in other debuggers; a
+/// helper that crashed, hung or misbehaved is never kept.
+static KEPT: Mutex<Option<Helper>> = Mutex::new(None);
+
+fn kept() -> std::sync::MutexGuard<'static, Option<Helper>> {
+    KEPT.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Helper {
+    /// Starts `host` for the library `dll`.
+    fn spawn(host: &Path, dll: &Path) -> Result<Helper, String> {
+        let (ours, theirs) = UnixStream::pair().map_err(|e| format!("cannot create a socket for {DLLHOST}: {e}"))?;
+        let (stdin, stdout) = match (theirs.try_clone(), theirs.try_clone()) {
+            (Ok(a), Ok(b)) => (OwnedFd::from(a), OwnedFd::from(b)),
+            (Err(e), _) | (_, Err(e)) => return Err(format!("cannot set up {DLLHOST}: {e}")),
+        };
+        drop(theirs);
+        let reader = LineReader {
+            sock: ours.try_clone().map_err(|e| format!("cannot set up {DLLHOST}: {e}"))?,
+            buf: Vec::new(),
+            scanned: 0,
+            chunk: vec![0u8; 256 << 10].into_boxed_slice(),
+        };
+        // Without a shared region (no memfd), read bytes go over the socket.
+        let mut region = shared::Region::create(shared::SIZE).ok();
+        // The library's path as an argument: the helper loads it while this
+        // process prepares the start message.
+        let mut command = Command::new(host);
+        command
+            .arg(dll)
+            .stdin(Stdio::from(stdin))
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::inherit());
+        let spawned = command.spawn();
+        // The command holds this process's copies of the helper's ends of
+        // the socket: while they are open, the helper's death is no end of file.
+        drop(command);
+        let child = spawned.map_err(|e| format!("cannot start {}: {e}", host.display()))?;
+        // The region first (the helper's first read), then start messages.
+        if shared::send_fd(ours.as_raw_fd(), region.as_ref().map(shared::Region::raw_fd)).is_err() {
+            region = None;
+        }
+        Ok(Helper {
+            host: host.to_path_buf(),
+            dll: dll.to_path_buf(),
+            child,
+            sock: ours,
+            reader,
+            region,
+        })
+    }
+
+    /// The kept helper, if it runs `host` for `dll` and is still alive.
+    fn take_kept(host: &Path, dll: &Path) -> Option<Helper> {
+        let mut helper = kept().take()?;
+        let alive = matches!(helper.child.try_wait(), Ok(None));
+        (alive && helper.host == host && helper.dll == dll).then_some(helper)
+    }
+
+    /// Keeps this helper for the next dump.
+    fn keep(self) {
+        // The one kept before (another library) ends here.
+        *kept() = Some(self);
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        // Already ended (its status collected) or not: it ends now.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the library at `dll` in `mpiq-dllhost` (the one kept from this
+/// process's last dump, or a new one) and answers its questions from
+/// `target` until it is done, dies, or is silent too long.
 pub fn run(
     host: &Path,
     target: &mut dyn Target,
@@ -392,37 +483,13 @@ pub fn run(
             stats: None,
         })
     };
-    let (mut ours, theirs) = match UnixStream::pair() {
-        Ok(p) => p,
-        Err(e) => return failed(target, format!("cannot create a socket for {DLLHOST}: {e}")),
+    let mut helper = match Helper::take_kept(host, dll) {
+        Some(h) => h,
+        None => match Helper::spawn(host, dll) {
+            Ok(h) => h,
+            Err(why) => return failed(target, why),
+        },
     };
-    let (stdin, stdout) = match (theirs.try_clone(), theirs.try_clone()) {
-        (Ok(a), Ok(b)) => (OwnedFd::from(a), OwnedFd::from(b)),
-        (Err(e), _) | (_, Err(e)) => return failed(target, format!("cannot set up {DLLHOST}: {e}")),
-    };
-    drop(theirs);
-    // Without a shared region (no memfd), read bytes go over the socket.
-    let mut region = shared::Region::create(shared::SIZE).ok();
-    // The library's path as an argument: the helper loads it while this
-    // process prepares the answers below.
-    let mut command = Command::new(host);
-    command
-        .arg(dll)
-        .stdin(Stdio::from(stdin))
-        .stdout(Stdio::from(stdout))
-        .stderr(Stdio::inherit());
-    let spawned = command.spawn();
-    // The command holds this process's copies of the helper's ends of the
-    // socket: while they are open, the helper's death is no end of file.
-    drop(command);
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => return failed(target, format!("cannot start {}: {e}", host.display())),
-    };
-    // The region first (the helper's first read), then the start message.
-    if shared::send_fd(ours.as_raw_fd(), region.as_ref().map(shared::Region::raw_fd)).is_err() {
-        region = None;
-    }
     // Answer what the library asked in earlier dumps now, in this process.
     let (answered, mut learner) = known::Known::prepare(target, dll);
     let start = Start {
@@ -433,58 +500,40 @@ pub fn run(
         world_rank: known_rank,
         stats: opts.stats,
         known: answered,
-        shared: region.as_ref().map(|_| shared::SIZE as u64),
-    };
-    let mut reader = match ours.try_clone() {
-        Ok(s) => LineReader {
-            sock: s,
-            buf: Vec::new(),
-            scanned: 0,
-            chunk: vec![0u8; 256 << 10].into_boxed_slice(),
-        },
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return failed(target, format!("cannot set up {DLLHOST}: {e}"));
-        }
+        shared: helper.region.as_ref().map(|_| shared::SIZE as u64),
     };
     let mut outcome = None;
     // Once a question was answered "interrupted" (Ctrl-C), every callback
     // fails and the library should return soon; one that ignores the errors
     // and loops would keep the user waiting for the whole deadline.
     let mut interrupted = false;
-    if send(&mut ours, &start).is_ok() {
+    if send(&mut helper.sock, &start).is_ok() {
         loop {
-            match reader.next(if interrupted {
+            match helper.reader.next(if interrupted {
                 timeout.min(INTERRUPT_GRACE)
             } else {
                 timeout
             }) {
                 ReadLine::Line(line) => match serde_json::from_str::<FromHost>(&line) {
                     Ok(FromHost::Query(q)) => {
-                        let (a, raw) = answer(target, &q, region.as_mut());
+                        let (a, raw) = answer(target, &q, helper.region.as_mut());
                         interrupted |= matches!(a, Answer::Failed(TargetError::Interrupted));
                         learner.observe(&q, &a);
-                        if send_with(&mut ours, &a, &raw).is_err() {
+                        if send_with(&mut helper.sock, &a, &raw).is_err() {
                             break;
                         }
                     }
                     Ok(FromHost::Done { mut result, operations }) => {
-                        if let Err(why) =
-                            receive_operations(&mut reader, region.as_mut(), &mut result, operations, timeout)
+                        let Helper { reader, region, .. } = &mut helper;
+                        if let Err(why) = receive_operations(reader, region.as_mut(), &mut result, operations, timeout)
                         {
-                            let _ = child.kill();
-                            outcome = Some(failed(
-                                target,
-                                format!("{DLLHOST} sent a result mpiq cannot read: {why}"),
-                            ));
-                            break;
+                            return failed(target, format!("{DLLHOST} sent a result mpiq cannot read: {why}"));
                         }
                         if result.is_ok() {
                             learner.remember();
                         }
-                        outcome = Some(result);
-                        break;
+                        helper.keep();
+                        return result;
                     }
                     Err(e) => {
                         outcome = Some(failed(
@@ -495,8 +544,7 @@ pub fn run(
                     }
                 },
                 ReadLine::TimedOut => {
-                    let _ = child.kill();
-                    let _ = child.wait();
+                    drop(helper);
                     if interrupted {
                         return Err(Attempt::Interrupted);
                     }
@@ -511,7 +559,6 @@ pub fn run(
                     );
                 }
                 ReadLine::Failed(e) => {
-                    let _ = child.kill();
                     outcome = Some(failed(target, format!("lost contact with {DLLHOST}: {e}")));
                     break;
                 }
@@ -519,14 +566,12 @@ pub fn run(
             }
         }
     }
-    drop(ours);
-    drop(reader);
     if let Some(r) = outcome {
-        let _ = child.wait();
         return r;
     }
     // The helper is gone without finishing: say how it died.
-    let status = child.wait();
+    let status = helper.child.wait();
+    drop(helper);
     if interrupted {
         return Err(Attempt::Interrupted);
     }
@@ -704,6 +749,7 @@ pub fn host_main() -> i32 {
     // on corrupt data out of this helper's cache would never notice.
     // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+    close_inherited();
     // Load the library named on the command line while the front end
     // prepares the start message (a failure is reported after it, by
     // `run_dll`, which loads it again).
@@ -711,65 +757,113 @@ pub fn host_main() -> i32 {
         let _ = crate::dll::load(Path::new(&dll));
     }
     // Before anything buffers standard input: the shared region, if any.
-    let region = match shared::receive_fd(libc::STDIN_FILENO) {
+    let mut region = match shared::receive_fd(libc::STDIN_FILENO) {
         Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
             eprintln!("{DLLHOST}: {e}");
             return 2;
         }
         other => other,
     };
-    let mut reader = BufReader::new(std::io::stdin());
-    let mut line = String::new();
-    if reader.read_line(&mut line).unwrap_or(0) == 0 {
-        eprintln!("{DLLHOST}: this is mpiq's helper process for debug libraries; it is started by mpiq");
-        return 2;
-    }
-    let start: Start = match serde_json::from_str(&line) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{DLLHOST}: bad start message: {e}");
-            return 2;
-        }
-    };
     let mut remote = Remote {
-        reader,
+        reader: BufReader::new(std::io::stdin()),
         out: std::io::stdout(),
-        process: start.process,
-        order: if start.big_endian {
+        process: ProcessDescription::default(),
+        order: ByteOrder::host(),
+        rank: None,
+        line: String::new(),
+        known: known::KnownIndex::default(),
+        shared: None,
+    };
+    // One dump per start message, until the front end closes the socket.
+    for dumps in 0.. {
+        let mut line = String::new();
+        if remote.reader.read_line(&mut line).unwrap_or(0) == 0 {
+            if dumps == 0 {
+                eprintln!("{DLLHOST}: this is mpiq's helper process for debug libraries; it is started by mpiq");
+                return 2;
+            }
+            return 0;
+        }
+        let mut start: Start = match serde_json::from_str(&line) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("{DLLHOST}: bad start message: {e}");
+                return 2;
+            }
+        };
+        if remote.shared.is_none() {
+            if let Some(len) = start.shared {
+                match open_region(std::mem::replace(&mut region, Ok(None)), len) {
+                    Ok(view) => remote.shared = Some(view),
+                    Err(e) => {
+                        eprintln!("{DLLHOST}: {e}");
+                        return 2;
+                    }
+                }
+            }
+        }
+        remote.process = std::mem::take(&mut start.process);
+        remote.order = if start.big_endian {
             ByteOrder::Big
         } else {
             ByteOrder::Little
-        },
-        rank: start.world_rank,
-        line: String::new(),
-        known: start.known.index(),
-        shared: match (start.shared, region) {
-            (None, _) => None,
-            (Some(len), Ok(Some(fd))) => match usize::try_from(len)
-                .map_err(std::io::Error::other)
-                .and_then(|len| shared::View::open(fd, len))
-            {
-                Ok(v) => Some(v),
-                Err(e) => {
-                    eprintln!("{DLLHOST}: cannot map the shared region: {e}");
-                    return 2;
-                }
-            },
-            (Some(_), Ok(None)) => {
-                eprintln!("{DLLHOST}: the shared region did not arrive");
-                return 2;
-            }
-            (Some(_), Err(e)) => {
-                eprintln!("{DLLHOST}: cannot receive the shared region: {e}");
-                return 2;
-            }
-        },
-    };
-    let opts = DumpOptions {
-        stats: start.stats,
-        ..DumpOptions::default()
-    };
-    let (result, raw) = run_dll_raw(&mut remote, &start.dll, start.source, &opts, start.world_rank);
+        };
+        remote.rank = start.world_rank;
+        remote.known = std::mem::take(&mut start.known).index();
+        let opts = DumpOptions {
+            stats: start.stats,
+            ..DumpOptions::default()
+        };
+        if let Err(e) = dump_once(&mut remote, &start, &opts) {
+            eprintln!("{DLLHOST}: cannot send the result: {e}");
+            return 1;
+        }
+    }
+    0
+}
+
+/// Closes every descriptor but standard input, output and error. Whatever
+/// else the front end's process had open without close-on-exec (a
+/// debugger's pipes and terminals) must not live as long as this helper,
+/// which is kept between dumps: a reader waiting for the end of such a pipe
+/// would wait for the whole debugger session (gdb's `pipe` command did).
+fn close_inherited() {
+    // SAFETY: closes descriptors 3 and up of this process, which owns
+    // none of them yet (nothing was opened before main's first lines).
+    if unsafe { libc::close_range(3, libc::c_uint::MAX, 0) } == 0 {
+        return;
+    }
+    // Kernels before 5.9: one at a time.
+    let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter(|&fd| fd > 2)
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in open {
+        // SAFETY: as above (the directory's own descriptor is closed
+        // already: it fails harmlessly).
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Maps the region the front end sent (`received`), `len` bytes.
+fn open_region(received: std::io::Result<Option<OwnedFd>>, len: u64) -> Result<shared::View, String> {
+    match received {
+        Ok(Some(fd)) => usize::try_from(len)
+            .map_err(std::io::Error::other)
+            .and_then(|len| shared::View::open(fd, len))
+            .map_err(|e| format!("cannot map the shared region: {e}")),
+        Ok(None) => Err("the shared region did not arrive".into()),
+        Err(e) => Err(format!("cannot receive the shared region: {e}")),
+    }
+}
+
+/// Runs the library once and sends the result.
+fn dump_once(remote: &mut Remote, start: &Start, opts: &DumpOptions) -> std::io::Result<()> {
+    let (result, raw) = run_dll_raw(remote, &start.dll, start.source, opts, start.world_rank);
     let len = encoded_len(&raw);
     let mut inline = Vec::new();
     let operations = match &remote.shared {
@@ -789,20 +883,11 @@ pub fn host_main() -> i32 {
     };
     drop(raw);
     let done = FromHost::Done { result, operations };
-    let mut msg = match serde_json::to_vec(&done) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("{DLLHOST}: cannot send the result: {e}");
-            return 1;
-        }
-    };
+    let mut msg = serde_json::to_vec(&done).map_err(std::io::Error::other)?;
     msg.push(b'\n');
     msg.extend_from_slice(&inline);
-    let mut out = std::io::stdout().lock();
-    if out.write_all(&msg).and_then(|()| out.flush()).is_err() {
-        return 1;
-    }
-    0
+    let mut out = remote.out.lock();
+    out.write_all(&msg).and_then(|()| out.flush())
 }
 
 #[cfg(test)]

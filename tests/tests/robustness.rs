@@ -539,6 +539,52 @@ fn ring_job() -> Job {
     Job::builder(Mpi::Mpich, Example::Ring).nprocs(2).start()
 }
 
+/// gdb's `python` line listing its `mpiq-dllhost` children: `HELPERS [pids]`.
+const LIST_HELPERS: &str = "python import os, glob; print('HELPERS', sorted(int(p.split('/')[2]) for p in \
+    glob.glob('/proc/[0-9]*/stat') if (lambda s: '(mpiq-dllhost)' in s and s.rsplit(')', 1)[1].split()[1] == \
+    str(os.getpid()))(open(p).read())))";
+
+/// One helper serves a gdb session's dumps (it is kept between them); one
+/// that is gone by the next dump (killed here) is replaced, and the dump
+/// shows the queues.
+#[test]
+fn a_kept_helper_serves_the_next_dump_or_is_replaced() {
+    let job = ring_job();
+    let kill = "python import os, signal, glob; [os.kill(int(p.split('/')[2]), signal.SIGKILL) for p in \
+        glob.glob('/proc/[0-9]*/stat') if (lambda s: '(mpiq-dllhost)' in s and s.rsplit(')', 1)[1].split()[1] == \
+        str(os.getpid()))(open(p).read())]";
+    let r = run(
+        gdb_cmd(
+            job.pid_of(0),
+            &[
+                "info mpi-queues",
+                LIST_HELPERS,
+                "info mpi-queues",
+                LIST_HELPERS,
+                kill,
+                "info mpi-queues",
+                LIST_HELPERS,
+            ],
+        ),
+        RUN_TIMEOUT,
+    );
+    assert_eq!(count(&r.stdout, "Posted receives (1):"), 3, "{}", r.all());
+    let lists: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("HELPERS ")).collect();
+    assert_eq!(lists.len(), 3, "{}", r.all());
+    assert!(lists[0] != "HELPERS []", "no helper after a dump:\n{}", r.all());
+    assert_eq!(
+        lists[0],
+        lists[1],
+        "the second dump did not use the first's helper:\n{}",
+        r.all()
+    );
+    assert!(
+        lists[2] != "HELPERS []" && lists[2] != lists[0],
+        "the killed helper was not replaced:\n{}",
+        r.all()
+    );
+}
+
 #[test]
 fn crashing_libraries_in_gdb() {
     let f = fakes("fakes-gdb");

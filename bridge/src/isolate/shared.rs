@@ -78,6 +78,11 @@ impl Region {
     }
 }
 
+// SAFETY: a Region owns its mapping and descriptor outright; nothing in it
+// is tied to the thread that made it (the helper of a kept dump may be used
+// by the next dump's thread).
+unsafe impl Send for Region {}
+
 impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the mapping made in `create`; no slice of
