@@ -218,21 +218,38 @@ impl PageCache {
     }
 }
 
+/// A memory-only [`Target`] for unit tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod test_memory {
     use crate::target::*;
 
-    /// Memory from `base`, `len` bytes readable, each byte its address's low byte.
-    struct Mem {
-        base: u64,
-        len: u64,
-        reads: u64,
+    /// Memory from `base`, `len` bytes readable, each byte its address's
+    /// low byte; `reads` counts the reads asked. Process `pid`, if any.
+    pub(crate) struct Mem {
+        pub base: u64,
+        pub len: u64,
+        pub reads: u64,
+        pub pid: Option<u32>,
+    }
+
+    impl Mem {
+        /// `len` bytes readable from `base`, no process id.
+        pub(crate) fn new(base: u64, len: u64) -> Mem {
+            Mem {
+                base,
+                len,
+                reads: 0,
+                pid: None,
+            }
+        }
     }
 
     impl Target for Mem {
         fn describe(&self) -> ProcessDescription {
-            ProcessDescription::default()
+            ProcessDescription {
+                pid: self.pid,
+                executable: String::new(),
+            }
         }
         fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
             self.reads += 1;
@@ -270,10 +287,18 @@ mod tests {
             ByteOrder::Little
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_memory::Mem;
+    use super::*;
+    use crate::target::*;
 
     #[test]
     fn one_host_read_per_page() {
         let mut mem = Mem {
+            pid: None,
             base: 0x10000,
             len: 0x4000,
             reads: 0,
@@ -296,6 +321,7 @@ mod tests {
     fn partially_readable_page_and_unreadable_memory() {
         // Readable memory ends in the middle of a page.
         let mut mem = Mem {
+            pid: None,
             base: 0x10000,
             len: 0x800,
             reads: 0,
@@ -313,6 +339,7 @@ mod tests {
     #[test]
     fn one_host_read_per_block() {
         let mut mem = Mem {
+            pid: None,
             base: 0x100000,
             len: 0x40000,
             reads: 0,
@@ -343,6 +370,7 @@ mod tests {
     fn a_block_not_readable_whole_is_read_by_quarters_then_pages() {
         // Three readable pages at the start of a 64 KiB block.
         let mut mem = Mem {
+            pid: None,
             base: 0x10000,
             len: 0x3000,
             reads: 0,
@@ -363,6 +391,7 @@ mod tests {
         assert_eq!(mem.reads, 5 + 2, "the page, then the exact read");
         // 192 KiB readable in a 256 KiB block: three 64 KiB quarters.
         let mut mem = Mem {
+            pid: None,
             base: 0x40000,
             len: 0x30000,
             reads: 0,

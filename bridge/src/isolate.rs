@@ -104,8 +104,11 @@ enum Query {
 enum Answer {
     /// This many bytes follow the line, raw.
     Bytes(u64),
-    /// The bytes are at the start of the shared region.
-    Shared(u64),
+    /// The bytes are in the shared region, at this offset.
+    Shared {
+        at: u64,
+        len: u64,
+    },
     Value(Option<u64>),
     Sizes(TypeSizes),
     Failed(TargetError),
@@ -118,8 +121,11 @@ enum FromHost {
     /// The result, without its operations: their records
     /// ([`encode_operations`]) are in the shared region or follow the line.
     Done {
-        result: Result<ProcessSnapshot, Attempt>,
+        result: Box<Result<ProcessSnapshot, Attempt>>,
         operations: Carried,
+        /// The blocks read ahead that the library used (address, length).
+        #[serde(default)]
+        prefetched_used: Vec<(u64, u64)>,
     },
 }
 
@@ -315,7 +321,14 @@ fn send_with<T: Serialize>(sock: &mut UnixStream, msg: &T, raw: &[u8]) -> std::i
 }
 
 /// The answer to `q`, and for a read the bytes that follow it.
-fn answer(target: &mut dyn Target, q: &Query, region: Option<&mut shared::Region>) -> (Answer, Vec<u8>) {
+/// The answer to `q`, and for a read the bytes that follow it; a read goes
+/// into the shared region at `read_at`, if there is one.
+fn answer(
+    target: &mut dyn Target,
+    q: &Query,
+    region: Option<&mut shared::Region>,
+    read_at: usize,
+) -> (Answer, Vec<u8>) {
     let none = |a: Answer| (a, Vec::new());
     let value = |r: Result<Option<u64>, TargetError>| match r {
         Ok(v) => Answer::Value(v),
@@ -329,9 +342,12 @@ fn answer(target: &mut dyn Target, q: &Query, region: Option<&mut shared::Region
             if n > 64 << 20 {
                 return none(Answer::Failed(TargetError::Host(format!("refusing a {n}-byte read"))));
             }
-            if let Some(into) = region.and_then(|r| r.slice(n)) {
+            if let Some(into) = region.and_then(|r| r.slice_at(read_at, n)) {
                 return match target.read_memory(addr, into) {
-                    Ok(()) => none(Answer::Shared(len)),
+                    Ok(()) => none(Answer::Shared {
+                        at: read_at as u64,
+                        len,
+                    }),
                     Err(e) => none(Answer::Failed(e)),
                 };
             }
@@ -490,8 +506,10 @@ pub fn run(
             Err(why) => return failed(target, why),
         },
     };
-    // Answer what the library asked in earlier dumps now, in this process.
-    let (answered, mut learner) = known::Known::prepare(target, dll);
+    // Answer what the library asked in earlier dumps now, in this process,
+    // and read what it read then into the region; live reads go after that.
+    let (answered, mut learner) = known::Known::prepare(target, dll, helper.region.as_mut());
+    let read_at = answered.prefetched_end();
     let start = Start {
         dll: dll.to_path_buf(),
         source,
@@ -516,24 +534,29 @@ pub fn run(
             }) {
                 ReadLine::Line(line) => match serde_json::from_str::<FromHost>(&line) {
                     Ok(FromHost::Query(q)) => {
-                        let (a, raw) = answer(target, &q, helper.region.as_mut());
+                        let (a, raw) = answer(target, &q, helper.region.as_mut(), read_at);
                         interrupted |= matches!(a, Answer::Failed(TargetError::Interrupted));
                         learner.observe(&q, &a);
                         if send_with(&mut helper.sock, &a, &raw).is_err() {
                             break;
                         }
                     }
-                    Ok(FromHost::Done { mut result, operations }) => {
+                    Ok(FromHost::Done {
+                        mut result,
+                        operations,
+                        prefetched_used,
+                    }) => {
                         let Helper { reader, region, .. } = &mut helper;
                         if let Err(why) = receive_operations(reader, region.as_mut(), &mut result, operations, timeout)
                         {
                             return failed(target, format!("{DLLHOST} sent a result mpiq cannot read: {why}"));
                         }
                         if result.is_ok() {
+                            learner.took_prefetched(&prefetched_used);
                             learner.remember();
                         }
                         helper.keep();
-                        return result;
+                        return *result;
                     }
                     Err(e) => {
                         outcome = Some(failed(
@@ -636,6 +659,8 @@ struct Remote {
     known: known::KnownIndex,
     /// The region read bytes arrive in, if the front end shares one.
     shared: Option<shared::View>,
+    /// Blocks of `known.prefetched` the library read, this dump.
+    prefetched_used: Vec<(u64, u64)>,
 }
 
 impl Remote {
@@ -672,6 +697,13 @@ impl Target for Remote {
         self.process.clone()
     }
     fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+        let block = (addr, buf.len() as u64);
+        if let (Some(&at), Some(view)) = (self.known.prefetched.get(&block), &self.shared) {
+            if usize::try_from(at).is_ok_and(|at| view.copy_to(at, buf)) {
+                self.prefetched_used.push(block);
+                return Ok(());
+            }
+        }
         match self.ask(Query::Read {
             addr,
             len: buf.len() as u64,
@@ -680,8 +712,8 @@ impl Target for Remote {
                 .reader
                 .read_exact(buf)
                 .map_err(|e| TargetError::Host(format!("the debugger side of mpiq went away: {e}"))),
-            Answer::Shared(n) if n == buf.len() as u64 => match &self.shared {
-                Some(view) if view.copy_to(buf) => Ok(()),
+            Answer::Shared { at, len } if len == buf.len() as u64 => match &self.shared {
+                Some(view) if usize::try_from(at).is_ok_and(|at| view.copy_to(at, buf)) => Ok(()),
                 _ => Err(TargetError::Host(
                     "a read answered in a region this helper cannot see".into(),
                 )),
@@ -773,6 +805,7 @@ pub fn host_main() -> i32 {
         line: String::new(),
         known: known::KnownIndex::default(),
         shared: None,
+        prefetched_used: Vec::new(),
     };
     // One dump per start message, until the front end closes the socket.
     for dumps in 0.. {
@@ -882,7 +915,11 @@ fn dump_once(remote: &mut Remote, start: &Start, opts: &DumpOptions) -> std::io:
         }
     };
     drop(raw);
-    let done = FromHost::Done { result, operations };
+    let done = FromHost::Done {
+        result: Box::new(result),
+        operations,
+        prefetched_used: std::mem::take(&mut remote.prefetched_used),
+    };
     let mut msg = serde_json::to_vec(&done).map_err(std::io::Error::other)?;
     msg.push(b'\n');
     msg.extend_from_slice(&inline);

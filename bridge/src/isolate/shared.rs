@@ -65,11 +65,25 @@ impl Region {
     /// The first `n` bytes, to read target memory into (`None` if the
     /// region is smaller).
     pub(super) fn slice(&mut self, n: usize) -> Option<&mut [u8]> {
-        // SAFETY: the mapping is `len` bytes, readable and writable, alive
-        // as long as `self`; the protocol has the helper touch it only
-        // while this process waits for it, and the slice is borrowed from
-        // `&mut self`, so it ends before this process waits again.
-        (n <= self.len).then(|| unsafe { std::slice::from_raw_parts_mut(self.ptr, n) })
+        self.slice_at(0, n)
+    }
+
+    /// `n` bytes at `at` (`None` if they are not all in the region).
+    pub(super) fn slice_at(&mut self, at: usize, n: usize) -> Option<&mut [u8]> {
+        if at.checked_add(n).is_none_or(|end| end > self.len) {
+            return None;
+        }
+        // SAFETY: `at + n <= len` bytes of the mapping, readable and
+        // writable, alive as long as `self`; the protocol has the helper
+        // touch it only while this process waits for it, and the slice is
+        // borrowed from `&mut self`, so it ends before this process waits
+        // again.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), n) })
+    }
+
+    /// Size of the region.
+    pub(super) fn len(&self) -> usize {
+        self.len
     }
 
     /// The descriptor, for [`send_fd`].
@@ -233,16 +247,16 @@ impl View {
         true
     }
 
-    /// Copies the first `buf.len()` bytes of the region into `buf`; false
-    /// if the region is smaller.
-    pub(super) fn copy_to(&self, buf: &mut [u8]) -> bool {
-        if buf.len() > self.len {
+    /// Copies `buf.len()` bytes of the region from `at` into `buf`; false
+    /// if they are not all in the region.
+    pub(super) fn copy_to(&self, at: usize, buf: &mut [u8]) -> bool {
+        if at.checked_add(buf.len()).is_none_or(|end| end > self.len) {
             return false;
         }
-        // SAFETY: the mapping holds `len >= buf.len()` readable bytes for
-        // the life of `self`; a raw copy (no reference to the shared bytes
-        // is formed), done after the front end finished writing them.
-        unsafe { std::ptr::copy_nonoverlapping(self.ptr, buf.as_mut_ptr(), buf.len()) };
+        // SAFETY: the mapping holds the `at..at + buf.len()` bytes, readable
+        // for the life of `self`; a raw copy (no reference to the shared
+        // bytes is formed), done after the front end finished writing them.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(at), buf.as_mut_ptr(), buf.len()) };
         true
     }
 }
@@ -269,11 +283,13 @@ mod tests {
         let view = View::open(fd, SIZE).unwrap();
         region.slice(5).unwrap().copy_from_slice(b"hello");
         let mut got = [0u8; 5];
-        assert!(view.copy_to(&mut got));
+        assert!(view.copy_to(0, &mut got));
         assert_eq!(&got, b"hello");
         // Larger than the region: refused on both sides.
         assert!(region.slice(SIZE + 1).is_none());
-        assert!(!view.copy_to(&mut vec![0u8; SIZE + 1]));
+        assert!(!view.copy_to(0, &mut vec![0u8; SIZE + 1]));
+        assert!(!view.copy_to(SIZE - 2, &mut got));
+        assert!(region.slice_at(SIZE - 2, 5).is_none());
     }
 
     #[test]
