@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
-use crate::target::{Target, TargetError};
+use crate::target::{HeldBytes, Target, TargetError};
 
 /// Size of a cached page.
 pub const PAGE: u64 = 4096;
@@ -81,12 +81,27 @@ pub struct CacheStats {
     pub host_bytes: u64,
 }
 
+/// The bytes of one host read: copied here, or held by the host.
+enum Chunk {
+    Owned(Box<[u8]>),
+    Held(HeldBytes),
+}
+
+impl Chunk {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Chunk::Owned(b) => b,
+            Chunk::Held(h) => h.as_slice(),
+        }
+    }
+}
+
 /// Target memory, cached by page, fetched by block.
 pub struct PageCache {
     /// Page address -> page.
     pages: HashMap<u64, Page, Fast>,
     /// The bytes read: one chunk per host read that succeeded.
-    chunks: Vec<Box<[u8]>>,
+    chunks: Vec<Chunk>,
     /// Blocks the host could not read whole (address | log2 of the size):
     /// their parts are read separately.
     split: HashSet<u64, Fast>,
@@ -130,7 +145,7 @@ impl PageCache {
             let off = addr.wrapping_sub(base);
             if off < PAGE && off + len <= PAGE {
                 let from = (at as u64 + off) as usize;
-                buf.copy_from_slice(&self.chunks[chunk as usize][from..from + buf.len()]);
+                buf.copy_from_slice(&self.chunks[chunk as usize].bytes()[from..from + buf.len()]);
                 return Ok(());
             }
         }
@@ -154,7 +169,7 @@ impl PageCache {
             match page {
                 Page::Data(chunk, at) => {
                     let from = (at as u64 + cur - base) as usize;
-                    out.copy_from_slice(&self.chunks[chunk as usize][from..from + in_page]);
+                    out.copy_from_slice(&self.chunks[chunk as usize].bytes()[from..from + in_page]);
                     self.last = Some((base, chunk, at));
                 }
                 Page::Unreadable => {
@@ -204,12 +219,18 @@ impl PageCache {
     /// One host read of `len` bytes into a new chunk; `None` if it failed
     /// (only an interruption is an error).
     fn host_read(&mut self, target: &mut dyn Target, addr: u64, len: u64) -> Result<Option<u32>, TargetError> {
-        let mut data = vec![0u8; len as usize].into_boxed_slice();
         self.stats.host_reads += 1;
         self.stats.host_bytes += len;
+        if let Some(held) = target.held_memory(addr, len as usize) {
+            if held.as_slice().len() == len as usize {
+                self.chunks.push(Chunk::Held(held));
+                return Ok(Some((self.chunks.len() - 1) as u32));
+            }
+        }
+        let mut data = vec![0u8; len as usize].into_boxed_slice();
         match target.read_memory(addr, &mut data) {
             Ok(()) => {
-                self.chunks.push(data);
+                self.chunks.push(Chunk::Owned(data));
                 Ok(Some((self.chunks.len() - 1) as u32))
             }
             Err(TargetError::Interrupted) => Err(TargetError::Interrupted),
@@ -230,6 +251,10 @@ pub(crate) mod test_memory {
         pub len: u64,
         pub reads: u64,
         pub pid: Option<u32>,
+        /// With [`Mem::holding`]: all of it, handed out in place.
+        pub image: Option<Box<[u8]>>,
+        /// Blocks handed out in place.
+        pub held: u64,
     }
 
     impl Mem {
@@ -240,7 +265,16 @@ pub(crate) mod test_memory {
                 len,
                 reads: 0,
                 pid: None,
+                image: None,
+                held: 0,
             }
+        }
+
+        /// The same memory, held by the host: [`Target::held_memory`]
+        /// answers every block inside it.
+        pub(crate) fn holding(mut self) -> Mem {
+            self.image = Some((0..self.len).map(|i| (self.base + i) as u8).collect());
+            self
         }
     }
 
@@ -264,6 +298,15 @@ pub(crate) mod test_memory {
                 *b = (addr + i as u64) as u8;
             }
             Ok(())
+        }
+        fn held_memory(&mut self, addr: u64, len: usize) -> Option<HeldBytes> {
+            let image = self.image.as_ref()?;
+            let from = usize::try_from(addr.checked_sub(self.base)?).ok()?;
+            let bytes = image.get(from..from.checked_add(len)?)?;
+            self.held += 1;
+            // SAFETY: `image` is neither changed nor dropped while the
+            // tests' caches live (they are dropped before the Mem).
+            Some(unsafe { HeldBytes::new(bytes.as_ptr(), bytes.len()) })
         }
         fn find_symbol(&mut self, _: &str) -> Result<Option<u64>, TargetError> {
             Ok(None)
@@ -297,12 +340,7 @@ mod tests {
 
     #[test]
     fn one_host_read_per_page() {
-        let mut mem = Mem {
-            pid: None,
-            base: 0x10000,
-            len: 0x4000,
-            reads: 0,
-        };
+        let mut mem = Mem::new(0x10000, 0x4000);
         let mut cache = PageCache::with_block(PAGE);
         for i in 0..1000u64 {
             let mut b = [0u8; 8];
@@ -320,12 +358,7 @@ mod tests {
     #[test]
     fn partially_readable_page_and_unreadable_memory() {
         // Readable memory ends in the middle of a page.
-        let mut mem = Mem {
-            pid: None,
-            base: 0x10000,
-            len: 0x800,
-            reads: 0,
-        };
+        let mut mem = Mem::new(0x10000, 0x800);
         let mut cache = PageCache::with_block(DEFAULT_BLOCK);
         let mut b = [0u8; 4];
         cache.read(&mut mem, 0x10100, &mut b).unwrap();
@@ -336,14 +369,32 @@ mod tests {
         assert!(e.to_string().contains("wraps"), "{e}");
     }
 
+    /// Blocks the host holds are taken in place: the same bytes, no copy
+    /// asked, still counted as host reads.
+    #[test]
+    fn blocks_the_host_holds_are_used_in_place() {
+        let mut mem = Mem::new(0x100000, 0x40000).holding();
+        let mut cache = PageCache::with_block(0x10000);
+        for addr in (0x100000..0x140000u64).step_by(0x1ff8) {
+            let mut b = [0u8; 8];
+            cache.read(&mut mem, addr, &mut b).unwrap();
+            assert_eq!(
+                b,
+                core::array::from_fn::<u8, 8, _>(|j| (addr + j as u64) as u8),
+                "{addr:#x}"
+            );
+        }
+        assert_eq!((mem.held, mem.reads), (4, 0));
+        assert_eq!(cache.stats.host_reads, 4);
+        // Outside what the host holds: asked as before.
+        let mut b = [0u8; 4];
+        assert!(cache.read(&mut mem, 0x140000, &mut b).is_err());
+        assert_eq!(mem.reads, 4, "the block, its quarter, its page, then the 4 bytes");
+    }
+
     #[test]
     fn one_host_read_per_block() {
-        let mut mem = Mem {
-            pid: None,
-            base: 0x100000,
-            len: 0x40000,
-            reads: 0,
-        };
+        let mut mem = Mem::new(0x100000, 0x40000);
         let mut cache = PageCache::with_block(0x10000);
         // Forwards and backwards, across every page boundary.
         for i in (0..0x8000u64).chain((0..0x8000u64).rev()) {
@@ -369,12 +420,7 @@ mod tests {
     #[test]
     fn a_block_not_readable_whole_is_read_by_quarters_then_pages() {
         // Three readable pages at the start of a 64 KiB block.
-        let mut mem = Mem {
-            pid: None,
-            base: 0x10000,
-            len: 0x3000,
-            reads: 0,
-        };
+        let mut mem = Mem::new(0x10000, 0x3000);
         let mut cache = PageCache::with_block(0x10000);
         for addr in (0x10000..0x13000u64).step_by(16) {
             let mut b = [0u8; 16];
@@ -390,12 +436,7 @@ mod tests {
         assert!(matches!(e, TargetError::Unreadable { addr: 0x13000, .. }), "{e}");
         assert_eq!(mem.reads, 5 + 2, "the page, then the exact read");
         // 192 KiB readable in a 256 KiB block: three 64 KiB quarters.
-        let mut mem = Mem {
-            pid: None,
-            base: 0x40000,
-            len: 0x30000,
-            reads: 0,
-        };
+        let mut mem = Mem::new(0x40000, 0x30000);
         let mut cache = PageCache::with_block(0x40000);
         for addr in (0x40000..0x70000u64).step_by(64) {
             cache.read(&mut mem, addr, &mut [0u8; 8]).unwrap();

@@ -33,7 +33,7 @@ mod shared;
 use crate::collect::{convert_operations, run_dll_raw, Attempt, RawOperations};
 use crate::options::DumpOptions;
 use crate::snapshot::model::{DllInfo, DllSource, ProcessSnapshot};
-use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+use crate::target::{ByteOrder, HeldBytes, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// The helper's file name.
 pub const DLLHOST: &str = "mpiq-dllhost";
@@ -481,6 +481,19 @@ pub fn run(
     opts: &DumpOptions,
     known_rank: Option<i32>,
 ) -> Result<ProcessSnapshot, Attempt> {
+    run_with(host, target, dll, source, opts, known_rank, true)
+}
+
+/// [`run`]; `reuse`: with the kept helper, if there is one.
+fn run_with(
+    host: &Path,
+    target: &mut dyn Target,
+    dll: &Path,
+    source: DllSource,
+    opts: &DumpOptions,
+    known_rank: Option<i32>,
+    reuse: bool,
+) -> Result<ProcessSnapshot, Attempt> {
     let timeout = opts.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
     let failed = |target: &mut dyn Target, why: String| {
         let desc = target.describe();
@@ -499,7 +512,9 @@ pub fn run(
             stats: None,
         })
     };
-    let mut helper = match Helper::take_kept(host, dll) {
+    let kept = if reuse { Helper::take_kept(host, dll) } else { None };
+    let reused = kept.is_some();
+    let mut helper = match kept {
         Some(h) => h,
         None => match Helper::spawn(host, dll) {
             Ok(h) => h,
@@ -521,6 +536,8 @@ pub fn run(
         shared: helper.region.as_ref().map(|_| shared::SIZE as u64),
     };
     let mut outcome = None;
+    // Whether the helper said anything this dump.
+    let mut heard = false;
     // Once a question was answered "interrupted" (Ctrl-C), every callback
     // fails and the library should return soon; one that ignores the errors
     // and loops would keep the user waiting for the whole deadline.
@@ -534,6 +551,7 @@ pub fn run(
             }) {
                 ReadLine::Line(line) => match serde_json::from_str::<FromHost>(&line) {
                     Ok(FromHost::Query(q)) => {
+                        heard = true;
                         let (a, raw) = answer(target, &q, helper.region.as_mut(), read_at);
                         interrupted |= matches!(a, Answer::Failed(TargetError::Interrupted));
                         learner.observe(&q, &a);
@@ -595,6 +613,12 @@ pub fn run(
     // The helper is gone without finishing: say how it died.
     let status = helper.child.wait();
     drop(helper);
+    if reused && !heard && !interrupted {
+        // A kept helper that died between dumps (killed, or its parent
+        // thread ended) may still have looked alive: once more, with a new
+        // one. A library that crashes right away crashes that one too.
+        return run_with(host, target, dll, source, opts, known_rank, false);
+    }
     if interrupted {
         return Err(Attempt::Interrupted);
     }
@@ -697,13 +721,6 @@ impl Target for Remote {
         self.process.clone()
     }
     fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-        let block = (addr, buf.len() as u64);
-        if let (Some(&at), Some(view)) = (self.known.prefetched.get(&block), &self.shared) {
-            if usize::try_from(at).is_ok_and(|at| view.copy_to(at, buf)) {
-                self.prefetched_used.push(block);
-                return Ok(());
-            }
-        }
         match self.ask(Query::Read {
             addr,
             len: buf.len() as u64,
@@ -721,6 +738,19 @@ impl Target for Remote {
             Answer::Failed(e) => Err(e),
             other => Err(TargetError::Host(format!("unexpected answer to a read: {other:?}"))),
         }
+    }
+    fn held_memory(&mut self, addr: u64, len: usize) -> Option<HeldBytes> {
+        let block = (addr, len as u64);
+        let at = usize::try_from(*self.known.prefetched.get(&block)?).ok()?;
+        let ptr = self.shared.as_ref()?.ptr_at(at, len)?;
+        self.prefetched_used.push(block);
+        // SAFETY: the front end wrote these bytes before this dump's start
+        // message, and writes the region during the dump only past every
+        // block read ahead (its reads go at `Known::prefetched_end`); this
+        // process writes it only once the dump is over (the result's
+        // records, after the page cache is dropped). The mapping lives as
+        // long as `self.shared`, for the life of this helper.
+        Some(unsafe { HeldBytes::new(ptr, len) })
     }
     fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
         if let Some(&v) = self.known.symbols.get(name) {

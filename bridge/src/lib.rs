@@ -48,7 +48,7 @@ pub use collect::{collect, Interrupted};
 pub use options::{DumpOptions, Format, UsageError, HELP};
 pub use snapshot::model::*;
 pub use snapshot::render::{render, render_text};
-pub use target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+pub use target::{ByteOrder, HeldBytes, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// Why a whole dump failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -95,11 +95,43 @@ pub enum TargetError {
 /// Lookups return `Ok(None)` for "does not exist" and `Err` only when the host
 /// failed to answer. Addresses are runtime (load) addresses; symbol, function
 /// and type lookups search every object loaded in the process.
+/// Bytes of target memory a host holds in its own memory, unchanged until
+/// the end of the dump that asked for them ([`Target::held_memory`]).
+#[derive(Debug)]
+pub struct HeldBytes {
+    ptr: *const u8,
+    len: usize,
+}
+
+impl HeldBytes {
+    /// Wraps `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// The bytes must stay readable and unchanged until the dump that asked
+    /// for them ends (the page cache holding them is dropped then).
+    pub unsafe fn new(ptr: *const u8, len: usize) -> HeldBytes {
+        HeldBytes { ptr, len }
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `new`'s contract: readable and unchanged while the dump
+        // that holds this value runs; the slice borrows it.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
 pub trait Target {
     /// Which process this is.
     fn describe(&self) -> ProcessDescription;
     /// Fill `buf` with target memory starting at `addr`, or fail as a whole.
     fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError>;
+    /// Target memory this host holds already (read ahead) and keeps
+    /// unchanged until the end of the dump, for the page cache to take in
+    /// place of a copy; `None` (the default): ask [`Target::read_memory`].
+    fn held_memory(&mut self, _addr: u64, _len: usize) -> Option<HeldBytes> {
+        None
+    }
     /// Runtime address of a data symbol (with or without debug info).
     fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError>;
     /// Runtime address of a function. Debug libraries also call this only to

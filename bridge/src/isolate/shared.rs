@@ -247,6 +247,16 @@ impl View {
         true
     }
 
+    /// Where the `len` bytes at `at` are mapped (`None` if they are not all
+    /// in the region).
+    pub(super) fn ptr_at(&self, at: usize, len: usize) -> Option<*const u8> {
+        if at.checked_add(len).is_none_or(|end| end > self.len) {
+            return None;
+        }
+        // SAFETY: `at <= len`: inside the mapping (or one past its end).
+        Some(unsafe { self.ptr.add(at) }.cast_const())
+    }
+
     /// Copies `buf.len()` bytes of the region from `at` into `buf`; false
     /// if they are not all in the region.
     pub(super) fn copy_to(&self, at: usize, buf: &mut [u8]) -> bool {
