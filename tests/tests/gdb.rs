@@ -129,11 +129,15 @@ fn gdb_command(commands: &[&str], tail: &[&OsStr]) -> Command {
     cmd
 }
 
-/// Waits for `child`, killing it after `timeout`.
+/// Waits for `child`, killing it and everything it started (the ranks'
+/// debuggers, the ranks, mpiq's helpers) after `timeout`.
 fn wait(mut child: std::process::Child, timeout: Duration, what: &str) -> Output {
     let deadline = Instant::now() + timeout;
     while child.try_wait().expect("try_wait").is_none() {
         if Instant::now() >= deadline {
+            for p in mpiq_tests::procs::descendants(child.id()) {
+                p.kill();
+            }
             let _ = child.kill();
             let out = child.wait_with_output().expect("wait");
             panic!("{what} did not finish within {timeout:?}:\n{}", Gdb::new(out));
