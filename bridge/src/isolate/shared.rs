@@ -40,26 +40,8 @@ impl Region {
         if unsafe { libc::ftruncate(fd.as_raw_fd(), size) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: a new shared mapping of `len` bytes of our own memfd; the
-        // kernel picks the address.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Region {
-            fd,
-            ptr: ptr.cast(),
-            len,
-        })
+        let ptr = map(&fd, len)?;
+        Ok(Region { fd, ptr, len })
     }
 
     /// The first `n` bytes, to read target memory into (`None` if the
@@ -105,6 +87,44 @@ impl Drop for Region {
     }
 }
 
+/// Maps `len` bytes of the memfd `fd`, shared, readable and writable.
+fn map(fd: &OwnedFd, len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a new shared mapping of a memfd we hold; the kernel picks the
+    // address and checks the descriptor and the size.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(ptr.cast())
+}
+
+/// The buffer of a one-byte message: `byte` (it must outlive the iovec).
+fn one_byte(byte: &mut [u8; 1]) -> libc::iovec {
+    libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    }
+}
+
+/// A message of `iov` (which must outlive it), without control data yet;
+/// `[u64; 4]` of it hold one descriptor, aligned as cmsghdr needs.
+fn message(iov: &mut libc::iovec) -> libc::msghdr {
+    // SAFETY: an all-zero msghdr is valid (no name, no control).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg
+}
+
 /// The marker byte before the start message: a region comes with it.
 const WITH_REGION: u8 = b'R';
 /// The marker byte before the start message: no region.
@@ -117,16 +137,9 @@ const WITHOUT_REGION: u8 = b'N';
 /// uses `posix_spawn`.
 pub(super) fn send_fd(sock: RawFd, fd: Option<RawFd>) -> io::Result<()> {
     let mut byte = [if fd.is_some() { WITH_REGION } else { WITHOUT_REGION }];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // Room for one descriptor, aligned as cmsghdr needs.
+    let mut iov = one_byte(&mut byte);
     let mut control = [0u64; 4];
-    // SAFETY: an all-zero msghdr is valid (no name, no control).
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
+    let mut msg = message(&mut iov);
     if let Some(fd) = fd {
         msg.msg_control = control.as_mut_ptr().cast();
         // SAFETY: CMSG_SPACE only computes a size.
@@ -155,15 +168,9 @@ pub(super) fn send_fd(sock: RawFd, fd: Option<RawFd>) -> io::Result<()> {
 /// the descriptor that comes with it, if any.
 pub(super) fn receive_fd(sock: RawFd) -> io::Result<Option<OwnedFd>> {
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
+    let mut iov = one_byte(&mut byte);
     let mut control = [0u64; 4];
-    // SAFETY: an all-zero msghdr is valid.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
+    let mut msg = message(&mut iov);
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control);
     // SAFETY: msg points to live buffers for the call; MSG_CMSG_CLOEXEC
@@ -210,23 +217,8 @@ impl View {
     /// Maps the region the front end sent (the descriptor is closed after;
     /// the mapping stays).
     pub(super) fn open(fd: OwnedFd, len: usize) -> io::Result<View> {
-        // SAFETY: a new shared mapping of the received memfd; the kernel
-        // picks the address and checks the descriptor and size.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        drop(fd);
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(View { ptr: ptr.cast(), len })
+        let ptr = map(&fd, len)?;
+        Ok(View { ptr, len })
     }
 
     /// Size of the region.
