@@ -5,7 +5,7 @@
 //! the bytes of a memory read go through a shared memory region
 //! (`isolate/shared.rs`), or follow their answer's line raw when there is
 //! none. The result comes back as JSON without its operations; those come
-//! as the library's own records ([`crate::collect::RawOperations`]), in the
+//! as the library's own records (`collect::RawOperations`), in the
 //! shared region (or after the line), and the front end converts them: JSON
 //! for ten thousand operations cost 10 ms to write and read, the records
 //! one copy. The helper has its own page cache,
