@@ -481,19 +481,6 @@ pub fn run(
     opts: &DumpOptions,
     known_rank: Option<i32>,
 ) -> Result<ProcessSnapshot, Attempt> {
-    run_with(host, target, dll, source, opts, known_rank, true)
-}
-
-/// [`run`]; `reuse`: with the kept helper, if there is one.
-fn run_with(
-    host: &Path,
-    target: &mut dyn Target,
-    dll: &Path,
-    source: DllSource,
-    opts: &DumpOptions,
-    known_rank: Option<i32>,
-    reuse: bool,
-) -> Result<ProcessSnapshot, Attempt> {
     let timeout = opts.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
     let failed = |target: &mut dyn Target, why: String| {
         let desc = target.describe();
@@ -512,133 +499,139 @@ fn run_with(
             stats: None,
         })
     };
-    let kept = if reuse { Helper::take_kept(host, dll) } else { None };
-    let reused = kept.is_some();
-    let mut helper = match kept {
-        Some(h) => h,
-        None => match Helper::spawn(host, dll) {
-            Ok(h) => h,
-            Err(why) => return failed(target, why),
-        },
-    };
-    // Answer what the library asked in earlier dumps now, in this process,
-    // and read what it read then into the region; live reads go after that.
-    let (answered, mut learner) = known::Known::prepare(target, dll, helper.region.as_mut());
-    let read_at = answered.prefetched_end();
-    let start = Start {
-        dll: dll.to_path_buf(),
-        source,
-        process: target.describe(),
-        big_endian: target.byte_order() == ByteOrder::Big,
-        world_rank: known_rank,
-        stats: opts.stats,
-        known: answered,
-        shared: helper.region.as_ref().map(|_| shared::SIZE as u64),
-    };
-    let mut outcome = None;
-    // Whether the helper said anything this dump.
-    let mut heard = false;
-    // Once a question was answered "interrupted" (Ctrl-C), every callback
-    // fails and the library should return soon; one that ignores the errors
-    // and loops would keep the user waiting for the whole deadline.
-    let mut interrupted = false;
-    if send(&mut helper.sock, &start).is_ok() {
-        loop {
-            match helper.reader.next(if interrupted {
-                timeout.min(INTERRUPT_GRACE)
-            } else {
-                timeout
-            }) {
-                ReadLine::Line(line) => match serde_json::from_str::<FromHost>(&line) {
-                    Ok(FromHost::Query(q)) => {
-                        heard = true;
-                        let (a, raw) = answer(target, &q, helper.region.as_mut(), read_at);
-                        interrupted |= matches!(a, Answer::Failed(TargetError::Interrupted));
-                        learner.observe(&q, &a);
-                        if send_with(&mut helper.sock, &a, &raw).is_err() {
+    // The kept helper first; once more with a new one if it was dead.
+    let mut reuse = true;
+    loop {
+        let kept = if reuse { Helper::take_kept(host, dll) } else { None };
+        let reused = kept.is_some();
+        let mut helper = match kept {
+            Some(h) => h,
+            None => match Helper::spawn(host, dll) {
+                Ok(h) => h,
+                Err(why) => return failed(target, why),
+            },
+        };
+        // Answer what the library asked in earlier dumps now, in this process,
+        // and read what it read then into the region; live reads go after that.
+        let (answered, mut learner) = known::Known::prepare(target, dll, helper.region.as_mut());
+        let read_at = answered.prefetched_end();
+        let start = Start {
+            dll: dll.to_path_buf(),
+            source,
+            process: target.describe(),
+            big_endian: target.byte_order() == ByteOrder::Big,
+            world_rank: known_rank,
+            stats: opts.stats,
+            known: answered,
+            shared: helper.region.as_ref().map(|_| shared::SIZE as u64),
+        };
+        let mut outcome = None;
+        // Whether the helper said anything this dump.
+        let mut heard = false;
+        // Once a question was answered "interrupted" (Ctrl-C), every callback
+        // fails and the library should return soon; one that ignores the errors
+        // and loops would keep the user waiting for the whole deadline.
+        let mut interrupted = false;
+        if send(&mut helper.sock, &start).is_ok() {
+            loop {
+                match helper.reader.next(if interrupted {
+                    timeout.min(INTERRUPT_GRACE)
+                } else {
+                    timeout
+                }) {
+                    ReadLine::Line(line) => match serde_json::from_str::<FromHost>(&line) {
+                        Ok(FromHost::Query(q)) => {
+                            heard = true;
+                            let (a, raw) = answer(target, &q, helper.region.as_mut(), read_at);
+                            interrupted |= matches!(a, Answer::Failed(TargetError::Interrupted));
+                            learner.observe(&q, &a);
+                            if send_with(&mut helper.sock, &a, &raw).is_err() {
+                                break;
+                            }
+                        }
+                        Ok(FromHost::Done {
+                            mut result,
+                            operations,
+                            prefetched_used,
+                        }) => {
+                            let Helper { reader, region, .. } = &mut helper;
+                            if let Err(why) =
+                                receive_operations(reader, region.as_mut(), &mut result, operations, timeout)
+                            {
+                                return failed(target, format!("{DLLHOST} sent a result mpiq cannot read: {why}"));
+                            }
+                            if result.is_ok() {
+                                learner.took_prefetched(&prefetched_used);
+                                learner.remember();
+                            }
+                            helper.keep();
+                            return *result;
+                        }
+                        Err(e) => {
+                            outcome = Some(failed(
+                                target,
+                                format!("{DLLHOST} sent a message mpiq cannot read: {e}"),
+                            ));
                             break;
                         }
-                    }
-                    Ok(FromHost::Done {
-                        mut result,
-                        operations,
-                        prefetched_used,
-                    }) => {
-                        let Helper { reader, region, .. } = &mut helper;
-                        if let Err(why) = receive_operations(reader, region.as_mut(), &mut result, operations, timeout)
-                        {
-                            return failed(target, format!("{DLLHOST} sent a result mpiq cannot read: {why}"));
+                    },
+                    ReadLine::TimedOut => {
+                        drop(helper);
+                        if interrupted {
+                            return Err(Attempt::Interrupted);
                         }
-                        if result.is_ok() {
-                            learner.took_prefetched(&prefetched_used);
-                            learner.remember();
-                        }
-                        helper.keep();
-                        return *result;
-                    }
-                    Err(e) => {
-                        outcome = Some(failed(
+                        return failed(
                             target,
-                            format!("{DLLHOST} sent a message mpiq cannot read: {e}"),
-                        ));
+                            format!(
+                                "the debug library {} did not answer within {:.1} s (stuck in a loop?) and was \
+                             stopped; raise the limit with --timeout SECS",
+                                dll.display(),
+                                timeout.as_secs_f64()
+                            ),
+                        );
+                    }
+                    ReadLine::Failed(e) => {
+                        outcome = Some(failed(target, format!("lost contact with {DLLHOST}: {e}")));
                         break;
                     }
-                },
-                ReadLine::TimedOut => {
-                    drop(helper);
-                    if interrupted {
-                        return Err(Attempt::Interrupted);
-                    }
-                    return failed(
-                        target,
-                        format!(
-                            "the debug library {} did not answer within {:.1} s (stuck in a loop?) and was \
-                             stopped; raise the limit with --timeout SECS",
-                            dll.display(),
-                            timeout.as_secs_f64()
-                        ),
-                    );
+                    ReadLine::Eof => break,
                 }
-                ReadLine::Failed(e) => {
-                    outcome = Some(failed(target, format!("lost contact with {DLLHOST}: {e}")));
-                    break;
-                }
-                ReadLine::Eof => break,
             }
         }
-    }
-    if let Some(r) = outcome {
-        return r;
-    }
-    // The helper is gone without finishing: say how it died.
-    let status = helper.child.wait();
-    drop(helper);
-    if reused && !heard && !interrupted {
-        // A kept helper that died between dumps (killed, or its parent
-        // thread ended) may still have looked alive: once more, with a new
-        // one. A library that crashes right away crashes that one too.
-        return run_with(host, target, dll, source, opts, known_rank, false);
-    }
-    if interrupted {
-        return Err(Attempt::Interrupted);
-    }
-    use std::os::unix::process::ExitStatusExt;
-    let how = match status {
-        Ok(s) => match (s.signal(), s.code()) {
-            (Some(sig), _) => format!("crashed ({})", signal_name(sig)),
-            (None, Some(c)) => format!("made {DLLHOST} exit with status {c}"),
-            _ => "stopped unexpectedly".to_string(),
-        },
-        Err(e) => format!("stopped unexpectedly ({e})"),
-    };
-    failed(
-        target,
-        format!(
-            "the debug library {} {how} while reading the queues; this session is unaffected, and \
+        if let Some(r) = outcome {
+            return r;
+        }
+        // The helper is gone without finishing: say how it died.
+        let status = helper.child.wait();
+        drop(helper);
+        if reused && !heard && !interrupted {
+            // A kept helper that died between dumps (killed, or its parent
+            // thread ended) may still have looked alive: once more, with a new
+            // one. A library that crashes right away crashes that one too.
+            reuse = false;
+            continue;
+        }
+        if interrupted {
+            return Err(Attempt::Interrupted);
+        }
+        use std::os::unix::process::ExitStatusExt;
+        let how = match status {
+            Ok(s) => match (s.signal(), s.code()) {
+                (Some(sig), _) => format!("crashed ({})", signal_name(sig)),
+                (None, Some(c)) => format!("made {DLLHOST} exit with status {c}"),
+                _ => "stopped unexpectedly".to_string(),
+            },
+            Err(e) => format!("stopped unexpectedly ({e})"),
+        };
+        return failed(
+            target,
+            format!(
+                "the debug library {} {how} while reading the queues; this session is unaffected, and \
              --in-process would run it inside this process instead",
-            dll.display()
-        ),
-    )
+                dll.display()
+            ),
+        );
+    }
 }
 
 /// Reads the records of a result's operations (from the region or after

@@ -62,7 +62,8 @@ pub fn debuglink_paths(object: &Path, name: &str) -> Vec<PathBuf> {
 }
 
 /// A candidate debug file, mapped and parsed just enough to check it.
-struct Candidate {
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
     path: PathBuf,
     data: &'static [u8],
 }
@@ -97,8 +98,15 @@ pub(crate) fn separate_symbols(obj: &ElfObject) -> Option<Symbols> {
     if obj.has_dwarf() {
         return None;
     }
-    let c = find_separate(obj)?;
+    let c = separate(obj)?;
     object::File::parse(c.data).ok().map(|f| Symbols::read(&f))
+}
+
+/// The separate debug file of an object, found once (its symbol table and
+/// its DWARF are read at different times; each search maps the files it
+/// tries for the rest of the run).
+fn separate(obj: &ElfObject) -> Option<Candidate> {
+    obj.separate_debug_file().get_or_init(|| find_separate(obj)).clone()
 }
 
 /// Finds the separate debug file of an object that has no DWARF itself.
@@ -180,7 +188,7 @@ pub(crate) fn load_debug_info(obj: &ElfObject) -> Result<Option<Arc<DebugInfo>>,
     let (path, data, altlink) = if obj.has_dwarf() {
         (obj.path().to_path_buf(), obj.data(), obj.links().altlink.clone())
     } else {
-        let Some(c) = find_separate(obj) else {
+        let Some(c) = separate(obj) else {
             return Ok(None);
         };
         let altlink = object::File::parse(c.data)

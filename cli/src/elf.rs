@@ -165,6 +165,8 @@ pub struct ElfObject {
     debug: OnceLock<Result<Option<Arc<DebugInfo>>, String>>,
     /// The symbol table of the separate debug file of a stripped object.
     debug_symtab: OnceLock<Option<Symbols>>,
+    /// The separate debug file, once looked for.
+    separate: OnceLock<Option<crate::debugfile::Candidate>>,
 }
 
 impl std::fmt::Debug for ElfObject {
@@ -299,6 +301,7 @@ impl ElfObject {
             has_dwarf,
             debug: OnceLock::new(),
             debug_symtab: OnceLock::new(),
+            separate: OnceLock::new(),
         })
     }
 
@@ -382,6 +385,12 @@ impl ElfObject {
         self.debug_symtab
             .get_or_init(|| crate::debugfile::separate_symbols(self))
             .as_ref()
+    }
+
+    /// Where the separate debug file is kept once found
+    /// (`crate::debugfile`).
+    pub(crate) fn separate_debug_file(&self) -> &OnceLock<Option<crate::debugfile::Candidate>> {
+        &self.separate
     }
 
     /// The DWARF of this object (in the file or a separate debug file),
