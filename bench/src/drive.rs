@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mpiq_tests::frontends::{artifact, workspace_root};
+use mpiq_tests::frontends::{artifact, gdb_command};
 use serde_json::Value;
 
 use crate::proc::{first_json, run, Stats};
@@ -150,18 +150,9 @@ fn modes_env(cmd: &mut Command, reps: usize) {
 /// each mode, alternating. One series per mode (isolated, in-process).
 pub fn gdb(pid: u32, reps: usize, scratch: &Path) -> Result<Vec<Series>, String> {
     let script = write_script(scratch, "bench-gdb.py", GDB_SCRIPT);
-    let mut cmd = Command::new("gdb");
-    cmd.args(["-batch", "-nx", "-q"])
-        .env("MPIQ_LIB", artifact("libmpiq.so"))
-        .arg("-ex")
-        .arg(format!(
-            "source {}",
-            workspace_root().join("gdb-python/mpiq.py").display()
-        ))
-        .arg("-x")
-        .arg(&script)
-        .arg("-p")
-        .arg(pid.to_string());
+    // The tests' gdb (mpiq.py sourced, attached to `pid`), then the script.
+    let mut cmd = gdb_command(pid, &[]);
+    cmd.arg("-x").arg(&script);
     modes_env(&mut cmd, reps);
     parse_debugger(&run(cmd, scratch), "gdb")
 }
@@ -212,31 +203,48 @@ pub fn mpiq(args: &[&str], reps: usize, sum: bool, scratch: &Path) -> Result<Vec
     Ok(series)
 }
 
+/// Runs this program again with `args` (a subcommand) and returns the JSON
+/// object it prints.
+fn run_self(args: &[String], scratch: &Path) -> Result<Value, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(me);
+    cmd.args(args);
+    let out = run(cmd, scratch);
+    if !out.success {
+        return Err(format!("{} failed\n{}", args.join(" "), out.all()));
+    }
+    out.stdout
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .ok_or_else(|| format!("{} printed nothing\n{}", args.join(" "), out.all()))
+}
+
+/// The numbers of the array `v[key]`.
+fn numbers(v: &Value, key: &str) -> Vec<f64> {
+    v[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_f64)
+        .collect()
+}
+
 /// The replay floor of a recording, in a fresh `mpiq-bench floor` process.
 /// Returns (collect, collect + render, operations in the snapshot).
 pub fn floor(recording: &Path, reps: usize, scratch: &Path) -> Result<(Series, Series, u64), String> {
-    let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(me);
-    cmd.arg("floor").arg(recording).arg("--reps").arg(reps.to_string());
-    let out = run(cmd, scratch);
-    if !out.success {
-        return Err(format!("floor failed\n{}", out.all()));
-    }
-    let v: Value = out
-        .stdout
-        .lines()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .ok_or_else(|| format!("floor printed nothing\n{}", out.all()))?;
+    let v = run_self(
+        &[
+            "floor".into(),
+            recording.display().to_string(),
+            "--reps".into(),
+            reps.to_string(),
+        ],
+        scratch,
+    )?;
     let stats = Stats::of_object(&v["stats"]).unwrap_or_default();
     let series = |key: &str| Series {
         first: None,
-        samples: v[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_f64)
-            .map(|ms| Sample { ms, stats })
-            .collect(),
+        samples: numbers(&v, key).into_iter().map(|ms| Sample { ms, stats }).collect(),
         peak_rss_kib: v["peak_rss_kib"].as_u64().unwrap_or(0),
         wall_ms: Vec::new(),
     };
@@ -250,39 +258,25 @@ pub fn floor(recording: &Path, reps: usize, scratch: &Path) -> Result<(Series, S
 /// The CLI's target access with a warm image cache: `mpiq-bench cli-warm`,
 /// once per mode; the first dump of each is kept as `first`.
 pub fn cli_warm(pid: u32, reps: usize, scratch: &Path) -> Result<Vec<Series>, String> {
-    let me = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut out = Vec::new();
     for mode in MODES {
-        let mut cmd = Command::new(&me);
-        cmd.arg("cli-warm")
-            .arg(pid.to_string())
-            .arg("--reps")
-            .arg(reps.to_string());
+        let mut args = vec![
+            "cli-warm".to_string(),
+            pid.to_string(),
+            "--reps".into(),
+            reps.to_string(),
+        ];
         if !mode.is_empty() {
-            cmd.arg(mode);
+            args.push(mode.to_string());
         }
-        let o = run(cmd, scratch);
-        if !o.success {
-            return Err(format!("cli-warm {mode} failed\n{}", o.all()));
-        }
-        let v: Value = o
-            .stdout
-            .lines()
-            .find_map(|l| serde_json::from_str(l).ok())
-            .ok_or_else(|| format!("cli-warm printed nothing\n{}", o.all()))?;
+        let v = run_self(&args, scratch)?;
         let sample = |ms: f64| Sample {
             ms,
             stats: Stats::default(),
         };
         out.push(Series {
             first: v["first_ms"].as_f64().map(sample),
-            samples: v["ms"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_f64)
-                .map(sample)
-                .collect(),
+            samples: numbers(&v, "ms").into_iter().map(sample).collect(),
             peak_rss_kib: v["peak_rss_kib"].as_u64().unwrap_or(0),
             wall_ms: Vec::new(),
         });

@@ -41,3 +41,21 @@ pub mod expect;
 pub mod fixtures;
 /// Driving gdb, lldb and the mpiq CLI from tests.
 pub mod frontends;
+
+/// One `#[test]` per (MPI, example) pair, each calling `check(mpi, example)`:
+///
+/// ```ignore
+/// mpiq_tests::per_example! { check_rank;
+///     ring_openmpi: OpenMpi, Ring;
+///     ring_mpich: Mpich, Ring;
+/// }
+/// ```
+#[macro_export]
+macro_rules! per_example {
+    ($check:expr; $($name:ident: $mpi:ident, $example:ident;)*) => {$(
+        #[test]
+        fn $name() {
+            ($check)($crate::Mpi::$mpi, $crate::Example::$example);
+        }
+    )*};
+}

@@ -60,16 +60,7 @@ fn starts_and_cleans_up(mpi: Mpi, example: Example) {
     assert_all_gone(&started, GONE);
 }
 
-macro_rules! start_tests {
-    ($($name:ident: $mpi:ident, $example:ident;)*) => {$(
-        #[test]
-        fn $name() {
-            starts_and_cleans_up(Mpi::$mpi, Example::$example);
-        }
-    )*};
-}
-
-start_tests! {
+mpiq_tests::per_example! { starts_and_cleans_up;
     openmpi_ring: OpenMpi, Ring;
     openmpi_named_comms: OpenMpi, NamedComms;
     openmpi_unexpected: OpenMpi, Unexpected;

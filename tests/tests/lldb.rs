@@ -212,16 +212,7 @@ fn all_ranks(mpi: Mpi, example: Example) {
     );
 }
 
-macro_rules! all_ranks_tests {
-    ($($name:ident: $mpi:ident, $example:ident;)*) => {$(
-        #[test]
-        fn $name() {
-            all_ranks(Mpi::$mpi, Example::$example);
-        }
-    )*};
-}
-
-all_ranks_tests! {
+mpiq_tests::per_example! { all_ranks;
     openmpi_ring: OpenMpi, Ring;
     openmpi_named_comms: OpenMpi, NamedComms;
     openmpi_unexpected: OpenMpi, Unexpected;

@@ -52,29 +52,18 @@ fn check_example(mpi: Mpi, example: Example, fe: FrontEnd) {
     }
 }
 
-macro_rules! example_tests {
-    ($($name:ident: $mpi:expr, $ex:expr;)*) => {
-        $(
-            #[test]
-            fn $name() {
-                check_example($mpi, $ex, FrontEnd::Gdb);
-            }
-        )*
-    };
-}
-
-example_tests! {
-    gdb_ring_openmpi: Mpi::OpenMpi, Example::Ring;
-    gdb_ring_mpich: Mpi::Mpich, Example::Ring;
-    gdb_named_comms_openmpi: Mpi::OpenMpi, Example::NamedComms;
-    gdb_named_comms_mpich: Mpi::Mpich, Example::NamedComms;
-    gdb_unexpected_openmpi: Mpi::OpenMpi, Example::Unexpected;
-    gdb_unexpected_mpich: Mpi::Mpich, Example::Unexpected;
-    gdb_deadlock_openmpi: Mpi::OpenMpi, Example::Deadlock;
-    gdb_deadlock_mpich: Mpi::Mpich, Example::Deadlock;
-    gdb_many_ops_openmpi: Mpi::OpenMpi, Example::ManyOps;
-    gdb_many_ops_mpich: Mpi::Mpich, Example::ManyOps;
-    gdb_sessions_mpich: Mpi::Mpich, Example::Sessions;
+mpiq_tests::per_example! { |mpi, example| check_example(mpi, example, FrontEnd::Gdb);
+    gdb_ring_openmpi: OpenMpi, Ring;
+    gdb_ring_mpich: Mpich, Ring;
+    gdb_named_comms_openmpi: OpenMpi, NamedComms;
+    gdb_named_comms_mpich: Mpich, NamedComms;
+    gdb_unexpected_openmpi: OpenMpi, Unexpected;
+    gdb_unexpected_mpich: Mpich, Unexpected;
+    gdb_deadlock_openmpi: OpenMpi, Deadlock;
+    gdb_deadlock_mpich: Mpich, Deadlock;
+    gdb_many_ops_openmpi: OpenMpi, ManyOps;
+    gdb_many_ops_mpich: Mpich, ManyOps;
+    gdb_sessions_mpich: Mpich, Sessions;
 }
 
 /// gdb, lldb and the CLI attached in turn to the same stopped rank give the
@@ -112,24 +101,13 @@ fn differential(mpi: Mpi, example: Example) {
     }
 }
 
-macro_rules! differential_tests {
-    ($($name:ident: $mpi:expr, $ex:expr;)*) => {
-        $(
-            #[test]
-            fn $name() {
-                differential($mpi, $ex);
-            }
-        )*
-    };
-}
-
-differential_tests! {
-    same_snapshot_ring_openmpi: Mpi::OpenMpi, Example::Ring;
-    same_snapshot_ring_mpich: Mpi::Mpich, Example::Ring;
-    same_snapshot_named_comms_openmpi: Mpi::OpenMpi, Example::NamedComms;
-    same_snapshot_named_comms_mpich: Mpi::Mpich, Example::NamedComms;
-    same_snapshot_unexpected_mpich: Mpi::Mpich, Example::Unexpected;
-    same_snapshot_deadlock_openmpi: Mpi::OpenMpi, Example::Deadlock;
-    same_snapshot_many_ops_mpich: Mpi::Mpich, Example::ManyOps;
-    same_snapshot_sessions_mpich: Mpi::Mpich, Example::Sessions;
+mpiq_tests::per_example! { differential;
+    same_snapshot_ring_openmpi: OpenMpi, Ring;
+    same_snapshot_ring_mpich: Mpich, Ring;
+    same_snapshot_named_comms_openmpi: OpenMpi, NamedComms;
+    same_snapshot_named_comms_mpich: Mpich, NamedComms;
+    same_snapshot_unexpected_mpich: Mpich, Unexpected;
+    same_snapshot_deadlock_openmpi: OpenMpi, Deadlock;
+    same_snapshot_many_ops_mpich: Mpich, ManyOps;
+    same_snapshot_sessions_mpich: Mpich, Sessions;
 }

@@ -250,29 +250,18 @@ fn live_equals_replay(mpi: Mpi, example: Example) {
     let _ = std::fs::remove_file(rec);
 }
 
-macro_rules! live_tests {
-    ($($name:ident: $mpi:expr, $ex:expr;)*) => {
-        $(
-            #[test]
-            fn $name() {
-                live_equals_replay($mpi, $ex);
-            }
-        )*
-    };
-}
-
-live_tests! {
-    live_equals_replay_ring_openmpi: Mpi::OpenMpi, Example::Ring;
-    live_equals_replay_ring_mpich: Mpi::Mpich, Example::Ring;
-    live_equals_replay_deadlock_openmpi: Mpi::OpenMpi, Example::Deadlock;
-    live_equals_replay_deadlock_mpich: Mpi::Mpich, Example::Deadlock;
-    live_equals_replay_many_ops_openmpi: Mpi::OpenMpi, Example::ManyOps;
-    live_equals_replay_many_ops_mpich: Mpi::Mpich, Example::ManyOps;
-    live_equals_replay_unexpected_openmpi: Mpi::OpenMpi, Example::Unexpected;
-    live_equals_replay_unexpected_mpich: Mpi::Mpich, Example::Unexpected;
-    live_equals_replay_named_comms_openmpi: Mpi::OpenMpi, Example::NamedComms;
-    live_equals_replay_named_comms_mpich: Mpi::Mpich, Example::NamedComms;
-    live_equals_replay_sessions_mpich: Mpi::Mpich, Example::Sessions;
+mpiq_tests::per_example! { live_equals_replay;
+    live_equals_replay_ring_openmpi: OpenMpi, Ring;
+    live_equals_replay_ring_mpich: Mpich, Ring;
+    live_equals_replay_deadlock_openmpi: OpenMpi, Deadlock;
+    live_equals_replay_deadlock_mpich: Mpich, Deadlock;
+    live_equals_replay_many_ops_openmpi: OpenMpi, ManyOps;
+    live_equals_replay_many_ops_mpich: Mpich, ManyOps;
+    live_equals_replay_unexpected_openmpi: OpenMpi, Unexpected;
+    live_equals_replay_unexpected_mpich: Mpich, Unexpected;
+    live_equals_replay_named_comms_openmpi: OpenMpi, NamedComms;
+    live_equals_replay_named_comms_mpich: Mpich, NamedComms;
+    live_equals_replay_sessions_mpich: Mpich, Sessions;
 }
 
 /// gdb's and lldb's `--record` write the same kind of file: their snapshot

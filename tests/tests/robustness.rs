@@ -539,10 +539,10 @@ fn ring_job() -> Job {
     Job::builder(Mpi::Mpich, Example::Ring).nprocs(2).start()
 }
 
-/// gdb's `python` line listing its `mpiq-dllhost` children: `HELPERS [pids]`.
-const LIST_HELPERS: &str = "python import os, glob; print('HELPERS', sorted(int(p.split('/')[2]) for p in \
-    glob.glob('/proc/[0-9]*/stat') if (lambda s: '(mpiq-dllhost)' in s and s.rsplit(')', 1)[1].split()[1] == \
-    str(os.getpid()))(open(p).read())))";
+/// A Python expression, in gdb, for the pids of gdb's `mpiq-dllhost`
+/// children (needs `os` and `glob`).
+const HELPER_PIDS: &str = "sorted(int(p.split('/')[2]) for p in glob.glob('/proc/[0-9]*/stat') if \
+    (lambda s: '(mpiq-dllhost)' in s and s.rsplit(')', 1)[1].split()[1] == str(os.getpid()))(open(p).read()))";
 
 /// One helper serves a gdb session's dumps (it is kept between them); one
 /// that is gone by the next dump (killed here) is replaced, and the dump
@@ -550,20 +550,19 @@ const LIST_HELPERS: &str = "python import os, glob; print('HELPERS', sorted(int(
 #[test]
 fn a_kept_helper_serves_the_next_dump_or_is_replaced() {
     let job = ring_job();
-    let kill = "python import os, signal, glob; [os.kill(int(p.split('/')[2]), signal.SIGKILL) for p in \
-        glob.glob('/proc/[0-9]*/stat') if (lambda s: '(mpiq-dllhost)' in s and s.rsplit(')', 1)[1].split()[1] == \
-        str(os.getpid()))(open(p).read())]";
+    let list = format!("python import os, glob; print('HELPERS', {HELPER_PIDS})");
+    let kill = format!("python import os, glob, signal; [os.kill(p, signal.SIGKILL) for p in {HELPER_PIDS}]");
     let r = run(
         gdb_cmd(
             job.pid_of(0),
             &[
                 "info mpi-queues",
-                LIST_HELPERS,
+                &list,
                 "info mpi-queues",
-                LIST_HELPERS,
-                kill,
+                &list,
+                &kill,
                 "info mpi-queues",
-                LIST_HELPERS,
+                &list,
             ],
         ),
         RUN_TIMEOUT,
