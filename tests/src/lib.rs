@@ -44,7 +44,7 @@ pub mod frontends;
 
 /// One `#[test]` per (MPI, example) pair, each calling `check(mpi, example)`:
 ///
-/// ```ignore
+/// ```text
 /// mpiq_tests::per_example! { check_rank;
 ///     ring_openmpi: OpenMpi, Ring;
 ///     ring_mpich: Mpich, Ring;
