@@ -168,11 +168,15 @@ pub fn build_example(mpi: Mpi, example: Example) -> PathBuf {
     let header = examples_source_dir().join("mpiq_example.h");
     let out_dir = examples_build_root().join(mpi.name());
     let exe = out_dir.join(example.name());
-    let newest_input = [&source, &header]
+    // The MPI's compiler wrapper is an input too: a test bed rebuilt (another
+    // day, other flags) installs a new one, and an example built against the
+    // old MPI must not be reused with the new one.
+    let mpicc = mpi.mpicc();
+    let newest_input = [&source, &header, &mpicc]
         .iter()
-        .map(|p| mtime(p).unwrap_or_else(|| panic!("example source {} is missing", p.display())))
+        .map(|p| mtime(p).unwrap_or_else(|| panic!("{} is missing", p.display())))
         .max()
-        .expect("two inputs");
+        .expect("three inputs");
     if mtime(&exe).is_some_and(|built| built >= newest_input) {
         return exe;
     }

@@ -159,17 +159,3 @@ pub fn snapshot(fe: FrontEnd, pid: u32, args: &str) -> Value {
     let r = queues(fe, pid, &format!("--json {args}"));
     r.json().unwrap_or_else(|e| panic!("{fe:?} on pid {pid}: {e}"))
 }
-
-/// A snapshot with its host-specific fields removed (`executable`, `stats`),
-/// for comparing front ends (see docs/json-schema.md).
-pub fn without_host_fields(mut v: Value) -> Value {
-    if let Some(ps) = v.get_mut("processes").and_then(Value::as_array_mut) {
-        for p in ps {
-            if let Some(o) = p.as_object_mut() {
-                o.remove("executable");
-                o.remove("stats");
-            }
-        }
-    }
-    v
-}

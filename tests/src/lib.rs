@@ -41,6 +41,9 @@ pub mod expect;
 pub mod fixtures;
 /// Driving gdb, lldb and the mpiq CLI from tests.
 pub mod frontends;
+/// The one normalisation of every snapshot comparison: what depends on the
+/// machine, the day or the place the test bed was built.
+pub mod golden;
 
 /// One `#[test]` per (MPI, example) pair, each calling `check(mpi, example)`:
 ///

@@ -3,7 +3,8 @@
 //! (tests/src/expect.rs mirrors the examples' header comments).
 
 use mpiq_tests::expect::{check_process, expected};
-use mpiq_tests::frontends::{queues, snapshot, without_host_fields, FrontEnd};
+use mpiq_tests::frontends::{queues, snapshot, FrontEnd};
+use mpiq_tests::golden::portable;
 use mpiq_tests::{gdb, Example, Job, Mpi};
 
 fn check_example(mpi: Mpi, example: Example, fe: FrontEnd) {
@@ -78,7 +79,7 @@ fn differential(mpi: Mpi, example: Example) {
     for rank in job.ranks() {
         let mut seen: Vec<(FrontEnd, serde_json::Value)> = Vec::new();
         for fe in FrontEnd::ALL {
-            let v = without_host_fields(snapshot(fe, rank.pid, "--all"));
+            let v = portable(snapshot(fe, rank.pid, "--all"));
             seen.push((fe, v["processes"].clone()));
         }
         let (first_fe, first) = &seen[0];

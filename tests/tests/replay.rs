@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use mpiq_tests::expect::{check_process, expected};
-use mpiq_tests::frontends::{artifact, cli, gdb, lldb, without_host_fields, workspace_root, Run};
+use mpiq_tests::frontends::{artifact, cli, gdb, lldb, workspace_root, Run};
+use mpiq_tests::golden::{machine_specific, portable};
 use mpiq_tests::{gdb as gdb_check, Example, Job, Mpi};
 use serde_json::Value;
 
@@ -73,19 +74,6 @@ fn replay(file: &Path, dll: Option<&Path>) -> Run {
     cli(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
-/// A snapshot without what depends on the machine that replays it: the
-/// counters, and the test bed's location in the library's path.
-fn portable(v: Value) -> Value {
-    let mut v = without_host_fields(v);
-    let root = Mpi::testbed_root().display().to_string();
-    for p in v["processes"].as_array_mut().into_iter().flatten() {
-        if let Some(path) = p["dll"]["path"].as_str() {
-            p["dll"]["path"] = Value::from(path.replace(&root, "$MPIQ_TESTBED"));
-        }
-    }
-    v
-}
-
 /// Records every rank of a new job into `tests/recordings/` with 4 KiB
 /// cache blocks (small files), and writes its replayed snapshot as the
 /// golden file.
@@ -135,14 +123,8 @@ fn committed_recordings_replay_to_their_snapshots() {
         total += std::fs::metadata(&rec)
             .unwrap_or_else(|e| panic!("{}: {e} (regenerate with {UPDATE}=1)", rec.display()))
             .len();
-        let golden: Value =
-            serde_json::from_str(&std::fs::read_to_string(rec.with_extension("json")).expect("golden snapshot"))
-                .expect("golden JSON");
-        // The test bed's library, wherever it is: not the recorder's path.
-        let got = portable(snapshot_of(processes_of(
-            &replay(&rec, Some(&mpi.debug_library())),
-            "replay",
-        )));
+        let (raw, golden) = replayed_and_golden(mpi, example);
+        let got = portable(raw);
         assert_eq!(
             got,
             golden,
@@ -166,6 +148,116 @@ fn committed_recordings_replay_to_their_snapshots() {
         total < 400 * 1024,
         "the committed recordings take {total} bytes: keep them small"
     );
+}
+
+/// The replay of a committed recording with the test bed's library (not
+/// the recorder's path) as it comes, and its committed golden snapshot.
+fn replayed_and_golden(mpi: Mpi, example: Example) -> (Value, Value) {
+    let rec = recordings_dir().join(format!("{}.rec", stem(mpi, example)));
+    let golden_file = rec.with_extension("json");
+    let text = std::fs::read_to_string(&golden_file)
+        .unwrap_or_else(|e| panic!("{}: {e} (regenerate with {UPDATE}=1)", golden_file.display()));
+    // The check that a golden depends only on the MPI library: nothing in it
+    // may look like a date, a time, a builder, a home or temporary path, or
+    // this machine's name or test bed.
+    let found = machine_specific(&text);
+    assert!(
+        found.is_empty(),
+        "{} holds what depends on the machine or day that made it: {found:?}; compare through \
+         mpiq_tests::golden::portable",
+        golden_file.display()
+    );
+    let golden: Value = serde_json::from_str(&text).expect("golden JSON");
+    let raw = snapshot_of(processes_of(&replay(&rec, Some(&mpi.debug_library())), "replay"));
+    (raw, golden)
+}
+
+/// `v` as a test bed built elsewhere, on another day, by someone else would
+/// have produced it: other dates and times, another builder, another root.
+fn as_if_built_elsewhere(mut v: Value) -> Value {
+    for p in v["processes"].as_array_mut().into_iter().flatten() {
+        p["executable"] = Value::from("/home/someone/elsewhere/ring");
+        p["stats"] = serde_json::json!({ "fetch_calls": 1 });
+        let dll = &mut p["dll"];
+        let path = dll["path"].as_str().unwrap_or_default();
+        let root = Mpi::testbed_root().display().to_string();
+        dll["path"] = Value::from(path.replace(&root, "/home/someone/.cache/mpiq/testbed"));
+        let version = dll["version"].as_str().unwrap_or_default().to_string();
+        let moved = mpiq_tests::golden::portable_text(&version)
+            .replace("<date>", "Feb  3 2031")
+            .replace("<time>", "04:05:06")
+            .replace("<user>@<host>", "builder@ci-runner-42");
+        dll["version"] = Value::from(moved);
+    }
+    v
+}
+
+/// Every committed golden holds whatever the test bed's build date, builder,
+/// host or root: the same replay, as if from a test bed built elsewhere on
+/// another day, still equals it; and the version strings the real libraries
+/// give do carry such things (so the check above is not vacuous).
+#[test]
+fn goldens_do_not_depend_on_the_machine_or_day_of_the_test_bed() {
+    let mut dated = 0;
+    for (mpi, example, _) in COMMITTED {
+        let (raw, golden) = replayed_and_golden(mpi, example);
+        let moved = as_if_built_elsewhere(raw.clone());
+        assert_ne!(moved, raw, "{mpi} {example}: the change of machine changed nothing");
+        assert_eq!(
+            portable(moved),
+            golden,
+            "{mpi} {example}: a test bed built elsewhere fails the golden"
+        );
+        for p in raw["processes"].as_array().into_iter().flatten() {
+            if !machine_specific(p["dll"]["version"].as_str().unwrap_or_default()).is_empty() {
+                dated += 1;
+            }
+        }
+    }
+    assert!(
+        dated > 0,
+        "no library version string carried a date or builder: is the check still needed?"
+    );
+}
+
+/// A real change in the queues still fails the comparison: an operation's
+/// tag, peer or length, a communicator's name, an operation more or less.
+#[test]
+fn a_real_change_in_the_queues_fails_the_golden_comparison() {
+    let (raw, golden) = replayed_and_golden(Mpi::OpenMpi, Example::Ring);
+    let got = portable(raw);
+    assert_eq!(got, golden);
+    let ops = "/processes/0/communicators/0/queues/receives/operations";
+    type Change = fn(&mut Value);
+    let changes: [(&str, Change); 5] = [
+        ("a tag", |v| bump(&mut v["tag"])),
+        ("a peer", |v| bump(&mut v["peer"]["world"])),
+        ("a length", |v| bump(&mut v["length"])),
+        ("a status", |v| v["status"] = Value::from("complete")),
+        ("an operation fewer", |v| *v = Value::Null),
+    ];
+    for (what, change) in changes {
+        let mut changed = golden.clone();
+        let op = changed
+            .pointer_mut(&format!("{ops}/0"))
+            .expect("a posted receive in ring's golden");
+        change(op);
+        if op.is_null() {
+            changed
+                .pointer_mut(ops)
+                .and_then(Value::as_array_mut)
+                .expect("operations")
+                .remove(0);
+        }
+        assert_ne!(got, portable(changed), "changing {what} of a golden went unnoticed");
+    }
+    let mut changed = golden.clone();
+    changed["processes"][0]["communicators"][0]["name"] = Value::from("MPI_COMM_ELSE");
+    assert_ne!(got, portable(changed), "changing a communicator's name went unnoticed");
+}
+
+fn bump(v: &mut Value) {
+    *v = Value::from(v.as_i64().expect("a number") + 1);
 }
 
 #[test]
@@ -282,8 +374,8 @@ fn debugger_records(mpi: Mpi, use_lldb: bool) {
     drop(job);
     let replayed = json_of(&replay(&rec, None), "mpiq replay");
     assert_eq!(
-        without_host_fields(live),
-        without_host_fields(replayed),
+        portable(live),
+        portable(replayed),
         "{name} under {mpi}: the replay differs from the live dump"
     );
     let _ = std::fs::remove_file(rec);

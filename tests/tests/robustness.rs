@@ -711,7 +711,7 @@ fn in_process_option_matches_the_helper() {
         assert!(a.status.success() && b.status.success(), "{}\n{}", a.all(), b.all());
         let strip = |s: &str| {
             let v: serde_json::Value = serde_json::from_str(s).expect("JSON");
-            mpiq_tests::frontends::without_host_fields(v)
+            mpiq_tests::golden::portable(v)
         };
         assert_eq!(strip(&a.stdout), strip(&b.stdout), "{mpi}");
     }
