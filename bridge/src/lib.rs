@@ -19,36 +19,41 @@
 #![deny(unsafe_op_in_unsafe_fn, improper_ctypes, improper_ctypes_definitions)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+// The layers, lowest first (ARCHITECTURE.md, "Layers"; checked by
+// bridge/tests/layers.rs): a module uses only modules of lower layers.
+
 /// Cross-rank analysis of a whole job: matching, wait-for graph, deadlocks.
 pub mod analysis;
-/// The per-dump page cache in front of the host's memory reads.
-pub mod cache;
 /// The public C API (`include/mpiq.h`) over callback tables.
 pub mod capi;
-/// Collecting one process's queues through a loaded debug library.
+/// Collecting one process: the libraries to try and where each runs.
 pub mod collect;
-/// What the target says about where its debug library is.
-pub mod discover;
 /// Finding, checking and loading a debug library.
 pub mod dll;
-/// The raw mqs ABI and the `extern "C"` trampolines.
+/// One dump through a loaded library, in the process that runs it.
+pub mod dump;
+/// The mqs ABI, the `extern "C"` trampolines, the per-dump session and the
+/// loaded library's entry points.
 pub mod ffi;
 /// Running the debug library in the helper process `mpiq-dllhost`.
 pub mod isolate;
 /// The arguments of the queue commands.
 pub mod options;
-/// Recording a dump's answers and replaying them offline.
-pub mod record;
-/// The snapshot model and its renderers.
+/// The one text renderer and the JSON of a snapshot.
+pub mod render;
+/// The snapshot model, and what is known once a process is read.
 pub mod snapshot;
-/// The trait front ends implement to give access to a target.
+/// The trait front ends implement to give access to a target; the page
+/// cache in front of it; recording and replaying its answers.
 pub mod target;
 
 pub use collect::{collect, Interrupted};
+pub use dll::discover;
 pub use options::{DumpOptions, Format, UsageError, HELP};
+pub use render::{render, render_text};
 pub use snapshot::model::*;
-pub use snapshot::render::{render, render_text};
-pub use target::{ByteOrder, HeldBytes, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+pub use target::{cache, record};
+pub use target::{ByteOrder, HeldBytes, HeldRegion, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// Why a whole dump failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -183,6 +183,46 @@ pub type mqs_setup_operation_iterator_fn = unsafe extern "C" fn(process: *mut mq
 pub type mqs_next_operation_fn =
     unsafe extern "C" fn(process: *mut mqs_process, op: *mut mqs_pending_operation) -> c_int;
 
+impl mqs_communicator {
+    /// All zero: an empty name, rank and size 0.
+    pub fn zeroed() -> Self {
+        // SAFETY: plain integers and a char array: all-zero is a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+}
+
+impl mqs_pending_operation {
+    /// Size of one record: the struct's bytes as the library wrote them.
+    pub const RECORD: usize = size_of::<mqs_pending_operation>();
+
+    /// All zero, padding included.
+    pub fn zeroed() -> Self {
+        // SAFETY: plain integers and char arrays: all-zero is a valid value.
+        unsafe { std::mem::zeroed() }
+    }
+
+    /// This value's bytes. Only for a value made by [`Self::zeroed`] and
+    /// then written by the library in place (never moved or copied by
+    /// value), whose padding is therefore zero.
+    pub(crate) fn record(&self) -> &[u8] {
+        // SAFETY: `self` is a live value of RECORD bytes; its padding bytes
+        // are the zeros `zeroed` wrote (the library writes fields, and the
+        // caller keeps the value in place), so every byte is initialised.
+        unsafe { std::slice::from_raw_parts((self as *const Self).cast::<u8>(), Self::RECORD) }
+    }
+
+    /// The operation in a record of [`Self::RECORD`] bytes.
+    pub fn from_record(record: &[u8]) -> Option<Self> {
+        if record.len() != Self::RECORD {
+            return None;
+        }
+        // SAFETY: `record` holds RECORD bytes, a whole mqs_pending_operation:
+        // plain integers and char arrays, for which every bit pattern is
+        // valid; read unaligned.
+        Some(unsafe { std::ptr::read_unaligned(record.as_ptr().cast()) })
+    }
+}
+
 // Layout checks against the LP64 C header.
 // `unsigned long` and `long` are 8 bytes on the LP64 hosts mpiq supports.
 const _: () = assert!(size_of::<c_ulong>() == 8 && size_of::<c_long>() == 8);

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 
 use super::abi::*;
-use crate::cache::PageCache;
+use crate::target::cache::PageCache;
 use crate::target::{ByteOrder, Target, TargetError, TypeId};
 
 /// Error codes our callbacks return. They are far above the libraries' own
 /// codes (which start at `mqs_first_user_code` = 100 and stay below 200).
-pub(crate) mod code {
+pub mod code {
     use std::ffi::c_int;
     /// A symbol, function, type or field does not exist.
     pub const NOT_FOUND: c_int = 0x6d71_0001;
@@ -53,8 +53,27 @@ pub const MAX_FAILURES: u64 = 50_000;
 
 /// Most callbacks one dump may make: a corrupt list can send a library round
 /// in circles. Past this every callback fails and the dump says why.
-/// `MPIQ_MAX_CALLBACKS` overrides it (see [`crate::collect::limit`]).
+/// `MPIQ_MAX_CALLBACKS` overrides it (read by the dump layer).
 pub const MAX_CALLBACKS: u64 = 200_000_000;
+
+/// The callback limits of one session, as values (the dump layer reads
+/// their overrides from the environment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallbackLimits {
+    /// Most callbacks ([`MAX_CALLBACKS`] by default).
+    pub callbacks: u64,
+    /// Most failed callbacks ([`MAX_FAILURES`] by default).
+    pub failures: u64,
+}
+
+impl Default for CallbackLimits {
+    fn default() -> Self {
+        CallbackLimits {
+            callbacks: MAX_CALLBACKS,
+            failures: MAX_FAILURES,
+        }
+    }
+}
 
 /// Points a handle back at its session.
 pub(crate) struct Handle {
@@ -68,13 +87,13 @@ pub(crate) struct TypeHandle {
 }
 
 /// One process's dump: the target, the cache and what the library stored.
-pub(crate) struct Session<'t> {
+pub struct Session<'t> {
     pub target: &'t mut dyn Target,
     pub cache: PageCache,
     pub byte_order: ByteOrder,
     pub world_rank: Option<i32>,
-    pub image_info: *mut mqs_image_info,
-    pub process_info: *mut mqs_process_info,
+    pub(super) image_info: *mut mqs_image_info,
+    pub(super) process_info: *mut mqs_process_info,
     /// The first callback failure with details, for the user.
     pub error: Option<TargetError>,
     /// Set once a callback saw an interruption: every later callback fails.
@@ -97,8 +116,8 @@ pub(crate) struct Session<'t> {
     pub internal_error: Option<String>,
     /// Type handles given out; boxed so their addresses stay put.
     #[allow(clippy::vec_box)] // the library keeps pointers to the boxes
-    pub types: Vec<Box<TypeHandle>>,
-    pub type_index: HashMap<TypeId, usize>,
+    pub(super) types: Vec<Box<TypeHandle>>,
+    pub(super) type_index: HashMap<TypeId, usize>,
     /// Calls per callback, for `--stats` and debugging.
     pub fetch_calls: u64,
     /// Type names the library looked up and the target did not have.
@@ -109,7 +128,7 @@ pub(crate) struct Session<'t> {
 
 impl<'t> Session<'t> {
     /// A boxed session whose handles point at itself.
-    pub fn new(target: &'t mut dyn Target, world_rank: Option<i32>) -> Box<Self> {
+    pub fn new(target: &'t mut dyn Target, world_rank: Option<i32>, limits: CallbackLimits) -> Box<Self> {
         let byte_order = target.byte_order();
         let mut s = Box::new(Session {
             target,
@@ -123,9 +142,9 @@ impl<'t> Session<'t> {
             internal_error: None,
             failures: 0,
             callbacks: 0,
-            max_callbacks: crate::collect::limit("MPIQ_MAX_CALLBACKS", MAX_CALLBACKS),
+            max_callbacks: limits.callbacks,
             limit_hit: false,
-            max_failures: crate::collect::limit("MPIQ_MAX_FAILURES", MAX_FAILURES),
+            max_failures: limits.failures,
             too_many_failures: false,
             types: Vec::new(),
             type_index: HashMap::new(),
@@ -145,12 +164,12 @@ impl<'t> Session<'t> {
     }
 
     /// The `mqs_image *` of this session.
-    pub fn image_ptr(&mut self) -> *mut mqs_image {
+    pub(super) fn image_ptr(&mut self) -> *mut mqs_image {
         &mut *self.image as *mut Handle as *mut mqs_image
     }
 
     /// The `mqs_process *` of this session.
-    pub fn process_ptr(&mut self) -> *mut mqs_process {
+    pub(super) fn process_ptr(&mut self) -> *mut mqs_process {
         &mut *self.process as *mut Handle as *mut mqs_process
     }
 

@@ -414,6 +414,7 @@ unsafe extern "C" fn cb_target_to_host(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ffi::CallbackLimits;
     use crate::target::*;
 
     struct Fake;
@@ -462,7 +463,7 @@ mod tests {
     #[test]
     fn callbacks_answer_through_the_target() {
         let mut fake = Fake;
-        let mut s = Session::new(&mut fake, Some(3));
+        let mut s = Session::new(&mut fake, Some(3), CallbackLimits::default());
         let image = s.image_ptr();
         let process = s.process_ptr();
         // SAFETY: handles of a live session; strings are NUL-terminated.

@@ -22,7 +22,8 @@ use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use super::{shared, Answer, Query};
+use super::protocol::{Answer, Query};
+use super::sys;
 use crate::target::{Target, TargetError, TypeId, TypeSizes};
 
 /// A lookup, with types by name.
@@ -91,11 +92,7 @@ impl Known {
     /// `dll`, from `target`, now. A question the target fails to answer is
     /// left to the helper (which then gets the failure itself); an
     /// interruption stops the preparation.
-    pub(super) fn prepare(
-        target: &mut dyn Target,
-        dll: &Path,
-        region: Option<&mut shared::Region>,
-    ) -> (Known, Learner) {
+    pub(super) fn prepare(target: &mut dyn Target, dll: &Path, region: Option<&mut sys::Region>) -> (Known, Learner) {
         let questions = learned()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -183,7 +180,7 @@ impl Known {
     fn prefetch(
         &mut self,
         target: &mut dyn Target,
-        region: &mut shared::Region,
+        region: &mut sys::Region,
         blocks: &[(u64, u64)],
     ) -> Result<(), TargetError> {
         let mut at = 0u64;
@@ -414,7 +411,7 @@ mod tests {
     fn blocks_of_one_dump_are_read_ahead_for_the_next_of_that_process() {
         use crate::cache::test_memory::Mem;
         let dll = Path::new("/test/known/prefetch.so");
-        let mut region = shared::Region::create(1 << 20).unwrap();
+        let mut region = sys::Region::create(1 << 20).unwrap();
         // 0x1000..0x6000 readable; 0xdead000 is not.
         let mut mem = Mem::new(0x1000, 0x5000);
         mem.pid = Some(41);

@@ -252,7 +252,7 @@ pub(crate) mod test_memory {
         pub reads: u64,
         pub pid: Option<u32>,
         /// With [`Mem::holding`]: all of it, handed out in place.
-        pub image: Option<Box<[u8]>>,
+        pub image: Option<std::sync::Arc<Vec<u8>>>,
         /// Blocks handed out in place.
         pub held: u64,
     }
@@ -273,7 +273,9 @@ pub(crate) mod test_memory {
         /// The same memory, held by the host: [`Target::held_memory`]
         /// answers every block inside it.
         pub(crate) fn holding(mut self) -> Mem {
-            self.image = Some((0..self.len).map(|i| (self.base + i) as u8).collect());
+            self.image = Some(std::sync::Arc::new(
+                (0..self.len).map(|i| (self.base + i) as u8).collect(),
+            ));
             self
         }
     }
@@ -300,13 +302,11 @@ pub(crate) mod test_memory {
             Ok(())
         }
         fn held_memory(&mut self, addr: u64, len: usize) -> Option<HeldBytes> {
-            let image = self.image.as_ref()?;
+            let image = self.image.clone()?;
             let from = usize::try_from(addr.checked_sub(self.base)?).ok()?;
-            let bytes = image.get(from..from.checked_add(len)?)?;
+            let held = HeldBytes::new(image, from, len)?;
             self.held += 1;
-            // SAFETY: `image` is neither changed nor dropped while the
-            // tests' caches live (they are dropped before the Mem).
-            Some(unsafe { HeldBytes::new(bytes.as_ptr(), bytes.len()) })
+            Some(held)
         }
         fn find_symbol(&mut self, _: &str) -> Result<Option<u64>, TargetError> {
             Ok(None)

@@ -1,3 +1,7 @@
+//! Every libc call of the isolation layer, behind safe functions: the
+//! shared region (below), passing its descriptor, polling, and setting up
+//! the helper process.
+//!
 //! A memory region the front end shares with `mpiq-dllhost`: the bytes of
 //! memory reads go through it instead of the socket, and so do the records
 //! of the result's operations. A 256 KiB read over the socket took about
@@ -12,6 +16,86 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use crate::target::HeldRegion;
+
+/// Standard input's descriptor (the helper's end of the socket).
+pub(super) const STDIN: RawFd = libc::STDIN_FILENO;
+
+/// Whether `fd` is readable within `timeout_ms` (0: now, without sleeping).
+pub(super) fn poll_readable(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: pfd is a valid pollfd for one descriptor.
+    let rc = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc > 0)
+}
+
+/// Gives the CPU to another thread or process (the other side, if it
+/// shares the CPU).
+pub(super) fn yield_cpu() {
+    // SAFETY: sched_yield has no arguments and cannot fail in a way that matters.
+    unsafe { libc::sched_yield() };
+}
+
+/// The file of the object (executable or shared library) holding this code.
+pub(super) fn this_object() -> Option<PathBuf> {
+    // SAFETY: an all-zero Dl_info is valid (NULL pointers).
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the address, a function of this object, and
+    // fills `info`.
+    let ok = unsafe { libc::dladdr(this_object as *const libc::c_void, &mut info) };
+    if ok == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dli_fname is a NUL-terminated path owned by the loader.
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    let path = PathBuf::from(std::ffi::OsStr::from_bytes(name.to_bytes()));
+    std::fs::canonicalize(&path).ok().or(Some(path))
+}
+
+/// Makes this process die with SIGKILL when its parent (the front end)
+/// dies: a library looping on corrupt data out of the helper's cache would
+/// never notice.
+pub(super) fn die_with_parent() {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) only sets a flag of this process.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+}
+
+/// Closes every descriptor but standard input, output and error. Whatever
+/// else the front end's process had open without close-on-exec (a
+/// debugger's pipes and terminals) must not live as long as this helper,
+/// which is kept between dumps: a reader waiting for the end of such a pipe
+/// would wait for the whole debugger session (gdb's `pipe` command did).
+pub(super) fn close_inherited() {
+    // SAFETY: closes descriptors 3 and up of this process, which owns
+    // none of them yet (nothing was opened before main's first lines).
+    if unsafe { libc::close_range(3, libc::c_uint::MAX, 0) } == 0 {
+        return;
+    }
+    // Kernels before 5.9: one at a time.
+    let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter(|&fd| fd > 2)
+                .collect()
+        })
+        .unwrap_or_default();
+    for fd in open {
+        // SAFETY: as above (the directory's own descriptor is closed
+        // already: it fails harmlessly).
+        unsafe { libc::close(fd) };
+    }
+}
 
 /// Size of the region: the largest read or result that goes through it
 /// (larger ones travel over the socket). Only pages written take memory.
@@ -239,16 +323,6 @@ impl View {
         true
     }
 
-    /// Where the `len` bytes at `at` are mapped (`None` if they are not all
-    /// in the region).
-    pub(super) fn ptr_at(&self, at: usize, len: usize) -> Option<*const u8> {
-        if at.checked_add(len).is_none_or(|end| end > self.len) {
-            return None;
-        }
-        // SAFETY: `at <= len`: inside the mapping (or one past its end).
-        Some(unsafe { self.ptr.add(at) }.cast_const())
-    }
-
     /// Copies `buf.len()` bytes of the region from `at` into `buf`; false
     /// if they are not all in the region.
     pub(super) fn copy_to(&self, at: usize, buf: &mut [u8]) -> bool {
@@ -260,6 +334,22 @@ impl View {
         // bytes is formed), done after the front end finished writing them.
         unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(at), buf.as_mut_ptr(), buf.len()) };
         true
+    }
+}
+
+// SAFETY: a View owns its mapping outright; nothing in it is tied to the
+// thread that made it, and it is only read through shared references
+// (writes are raw copies, ordered by the protocol).
+unsafe impl Send for View {}
+// SAFETY: as above.
+unsafe impl Sync for View {}
+
+impl HeldRegion for View {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the whole mapping, readable for the life of `self`. The
+        // front end writes the parts lent out as `HeldBytes` only before the
+        // dump that reads them starts (see `Remote::held_memory`).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 }
 

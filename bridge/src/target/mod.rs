@@ -7,6 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod cache;
+pub mod record;
+
 /// A type handle chosen by the front end (an index into its own table, a
 /// DWARF offset, ...). The bridge only hands it back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -90,37 +93,57 @@ pub enum TargetError {
     Host(String),
 }
 
+/// Memory a host keeps for a while and lends out in pieces
+/// ([`HeldBytes`]): the helper's mapping of the region the front end reads
+/// ahead into, a test's image of a process.
+pub trait HeldRegion: Send + Sync {
+    /// All of it.
+    fn bytes(&self) -> &[u8];
+}
+
+impl HeldRegion for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+/// Bytes of target memory a host holds in its own memory, unchanged until
+/// the end of the dump that asked for them ([`Target::held_memory`]): a
+/// range of a shared [`HeldRegion`], which lives as long as this value.
+#[derive(Clone)]
+pub struct HeldBytes {
+    region: std::sync::Arc<dyn HeldRegion>,
+    start: usize,
+    len: usize,
+}
+
+impl std::fmt::Debug for HeldBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldBytes")
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl HeldBytes {
+    /// The `len` bytes of `region` at `start`; `None` if they are not all in it.
+    pub fn new(region: std::sync::Arc<dyn HeldRegion>, start: usize, len: usize) -> Option<HeldBytes> {
+        let end = start.checked_add(len)?;
+        (end <= region.bytes().len()).then_some(HeldBytes { region, start, len })
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.region.bytes()[self.start..self.start + self.len]
+    }
+}
+
 /// Access to one target process (live or a core file).
 ///
 /// Lookups return `Ok(None)` for "does not exist" and `Err` only when the host
 /// failed to answer. Addresses are runtime (load) addresses; symbol, function
 /// and type lookups search every object loaded in the process.
-/// Bytes of target memory a host holds in its own memory, unchanged until
-/// the end of the dump that asked for them ([`Target::held_memory`]).
-#[derive(Debug)]
-pub struct HeldBytes {
-    ptr: *const u8,
-    len: usize,
-}
-
-impl HeldBytes {
-    /// Wraps `len` bytes at `ptr`.
-    ///
-    /// # Safety
-    /// The bytes must stay readable and unchanged until the dump that asked
-    /// for them ends (the page cache holding them is dropped then).
-    pub unsafe fn new(ptr: *const u8, len: usize) -> HeldBytes {
-        HeldBytes { ptr, len }
-    }
-
-    /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `new`'s contract: readable and unchanged while the dump
-        // that holds this value runs; the slice borrows it.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
 pub trait Target {
     /// Which process this is.
     fn describe(&self) -> ProcessDescription;

@@ -1,0 +1,124 @@
+//! Finding `mpiq-dllhost`, starting it, and keeping the one whose dump
+//! ended well for the next dump with the same library.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+use super::sys;
+use super::transport::LineReader;
+
+/// The helper's file name.
+pub const DLLHOST: &str = "mpiq-dllhost";
+/// Where `mpiq-dllhost` is: `$MPIQ_DLLHOST`, else next to the executable or
+/// shared library this code is in (or one directory up, for test binaries
+/// in `target/*/deps`).
+pub fn dllhost_path() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("MPIQ_DLLHOST") {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    let here = sys::this_object().or_else(|| std::env::current_exe().ok())?;
+    let dir = here.parent()?;
+    [dir.join(DLLHOST), dir.parent()?.join(DLLHOST)]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+pub(super) fn signal_name(sig: i32) -> String {
+    match sig {
+        libc::SIGSEGV => "SIGSEGV, a segmentation fault".into(),
+        libc::SIGABRT => "SIGABRT, it called abort()".into(),
+        libc::SIGBUS => "SIGBUS".into(),
+        libc::SIGFPE => "SIGFPE".into(),
+        libc::SIGILL => "SIGILL".into(),
+        libc::SIGKILL => "SIGKILL".into(),
+        other => format!("signal {other}"),
+    }
+}
+
+/// A running helper: its process, this process's end of its socket, and
+/// the region shared with it.
+pub(super) struct Helper {
+    pub(super) host: PathBuf,
+    pub(super) dll: PathBuf,
+    pub(super) child: std::process::Child,
+    pub(super) sock: UnixStream,
+    pub(super) reader: LineReader,
+    pub(super) region: Option<sys::Region>,
+}
+
+/// The helper of this process's last dump that ended well, kept for the
+/// next dump with the same library: a debugger session's dumps (and the
+/// ranks of `mpiq job`) then skip the start, the `dlopen`, and the page
+/// faults of a fresh process (about 5 ms at K = 10,000). The library stays
+/// loaded between dumps, as it does in-process and in other debuggers; a
+/// helper that crashed, hung or misbehaved is never kept.
+static KEPT: Mutex<Option<Helper>> = Mutex::new(None);
+
+fn kept() -> std::sync::MutexGuard<'static, Option<Helper>> {
+    KEPT.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Helper {
+    /// Starts `host` for the library `dll`.
+    pub(super) fn spawn(host: &Path, dll: &Path) -> Result<Helper, String> {
+        let (ours, theirs) = UnixStream::pair().map_err(|e| format!("cannot create a socket for {DLLHOST}: {e}"))?;
+        let (stdin, stdout) = match (theirs.try_clone(), theirs.try_clone()) {
+            (Ok(a), Ok(b)) => (OwnedFd::from(a), OwnedFd::from(b)),
+            (Err(e), _) | (_, Err(e)) => return Err(format!("cannot set up {DLLHOST}: {e}")),
+        };
+        drop(theirs);
+        let reader = LineReader::new(ours.try_clone().map_err(|e| format!("cannot set up {DLLHOST}: {e}"))?);
+        // Without a shared region (no memfd), read bytes go over the socket.
+        let mut region = sys::Region::create(sys::SIZE).ok();
+        // The library's path as an argument: the helper loads it while this
+        // process prepares the start message.
+        let mut command = Command::new(host);
+        command
+            .arg(dll)
+            .stdin(Stdio::from(stdin))
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::inherit());
+        let spawned = command.spawn();
+        // The command holds this process's copies of the helper's ends of
+        // the socket: while they are open, the helper's death is no end of file.
+        drop(command);
+        let child = spawned.map_err(|e| format!("cannot start {}: {e}", host.display()))?;
+        // The region first (the helper's first read), then start messages.
+        if sys::send_fd(ours.as_raw_fd(), region.as_ref().map(sys::Region::raw_fd)).is_err() {
+            region = None;
+        }
+        Ok(Helper {
+            host: host.to_path_buf(),
+            dll: dll.to_path_buf(),
+            child,
+            sock: ours,
+            reader,
+            region,
+        })
+    }
+
+    /// The kept helper, if it runs `host` for `dll` and is still alive.
+    pub(super) fn take_kept(host: &Path, dll: &Path) -> Option<Helper> {
+        let mut helper = kept().take()?;
+        let alive = matches!(helper.child.try_wait(), Ok(None));
+        (alive && helper.host == host && helper.dll == dll).then_some(helper)
+    }
+
+    /// Keeps this helper for the next dump.
+    pub(super) fn keep(self) {
+        // The one kept before (another library) ends here.
+        *kept() = Some(self);
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        // Already ended (its status collected) or not: it ends now.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
