@@ -26,7 +26,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use super::groups::CommIds;
 use super::job::{comm_words, member, translate, Job};
 use super::model::{OpKind, Unmatched};
-use super::verdict::tag_words;
+use super::words::{ranks_words, tag_words};
 use crate::snapshot::model::{Communicator, Operation, QueueKind, Snapshot, Status};
 
 /// Where an operation is in the snapshot.
@@ -216,7 +216,7 @@ pub(crate) fn match_ops(snap: &Snapshot, job: &Job, ids: &CommIds) -> Matching {
         m.out.notes.push(format!(
             "the unexpected-message queue of {} is not available from the debug library; it is not needed \
              to match posted receives (MPI matches a receive against earlier arrivals when it is posted)",
-            super::verdict::ranks_words(&no_unexpected.into_iter().collect::<Vec<_>>())
+            ranks_words(&no_unexpected.into_iter().collect::<Vec<_>>())
         ));
     }
     m.out

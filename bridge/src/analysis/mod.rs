@@ -43,6 +43,7 @@ mod model;
 mod progress;
 mod render;
 mod verdict;
+mod words;
 
 #[cfg(test)]
 mod tests;

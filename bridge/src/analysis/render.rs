@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::job::comm_words;
 use super::model::{Analysis, EdgeKind, OpKind, Unmatched, Verdict};
-use super::verdict::{ranks_words, tag_words};
+use super::words::{ranks_words, tag_words};
 
 /// Most unknown ranks drawn in the graph when no edge leads to them.
 const DOT_UNKNOWN: usize = 100;

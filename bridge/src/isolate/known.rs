@@ -409,7 +409,7 @@ mod tests {
     /// gets nothing read ahead.
     #[test]
     fn blocks_of_one_dump_are_read_ahead_for_the_next_of_that_process() {
-        use crate::cache::test_memory::Mem;
+        use crate::target::cache::test_memory::Mem;
         let dll = Path::new("/test/known/prefetch.so");
         let mut region = sys::Region::create(1 << 20).unwrap();
         // 0x1000..0x6000 readable; 0xdead000 is not.
