@@ -11,6 +11,7 @@ use crate::dump::{self, Attempt};
 use crate::options::DumpOptions;
 use crate::snapshot::model::*;
 use crate::snapshot::normalize;
+use crate::target::answers::Cached;
 use crate::target::{Target, TargetError};
 
 /// The dump was interrupted by the user.
@@ -26,6 +27,9 @@ pub struct Interrupted;
 /// installed: a crash or hang in the library then cannot take the debugger
 /// down with it.
 pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSnapshot, Interrupted> {
+    // Questions by name answered from the one cache, for every front end.
+    let mut cached = Cached::new(target);
+    let target: &mut dyn Target = &mut cached;
     let start = Instant::now();
     let desc = target.describe();
     let known_rank = target.world_rank();

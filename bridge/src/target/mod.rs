@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod answers;
 pub mod cache;
 pub mod record;
 
@@ -174,6 +175,13 @@ pub trait Target {
     /// Rank in `MPI_COMM_WORLD`, if the front end knows it (for example from
     /// the starter's `MPIR_proctable`). `None` lets the bridge work it out.
     fn world_rank(&mut self) -> Option<i32> {
+        None
+    }
+    /// Which process and loaded objects these are, as a key under which the
+    /// answers to questions by name stay true ([`answers`]): the same key
+    /// only while the process and every object in it are the same. `None`
+    /// (the default): keep no answers between dumps.
+    fn identity(&mut self) -> Option<String> {
         None
     }
 }
