@@ -1,4 +1,5 @@
-"""Checks mpiq.py's callbacks against gdb's own answers, in a real MPI rank.
+"""Checks mpiq.py's callbacks (mpiq_gdb.target) against gdb's own answers, in a
+real MPI rank.
 
     gdb -batch -nx -ex 'source gdb-python/selftest.py' -p PID      (a live rank)
     gdb -batch -nx -ex 'source gdb-python/selftest.py' EXE CORE   (a core file)
@@ -19,8 +20,11 @@ import time
 
 import gdb
 
+# Sourcing mpiq.py puts mpiq_gdb on sys.path, as a user's ~/.gdbinit does.
 gdb.execute("source " + os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpiq.py"))
-import __main__ as mpiq
+from mpiq_gdb import capi
+from mpiq_gdb.dump import MpiqDump, selection
+from mpiq_gdb.target import MpiqTarget
 
 # Symbols and (type, fields) each debug library looks up (ompi/debuggers/*.c,
 # src/mpi/debugger/dll_mpich.c).
@@ -101,9 +105,9 @@ class FakeLib:
 
 lib = FakeLib()
 inferior = gdb.selected_inferior()
-dump = mpiq.MpiqDump(lib, switching=False)
+dump = MpiqDump(lib, switching=False)
 dump.use_c_language()
-target = mpiq.MpiqTarget(dump, inferior, gdb.selected_thread())
+target = MpiqTarget(dump, inferior, gdb.selected_thread())
 t = target.struct
 u64 = ctypes.c_uint64
 
@@ -122,17 +126,17 @@ def find(fn, name):
 for name in mpi["symbols"]:
     rc, addr = find(t.find_symbol, name)
     want = expect(f"(unsigned long)&'{name}'")
-    check(rc == mpiq.MPIQ_OK and addr == want and addr != 0,
+    check(rc == capi.MPIQ_OK and addr == want and addr != 0,
           f"find_symbol({name}) = {rc} {addr:#x}, gdb says {want and hex(want)}")
 for name in mpi["missing"] + NEVER:
     rc, addr = find(t.find_symbol, name)
-    check(rc == mpiq.MPIQ_NOT_FOUND, f"find_symbol({name!r}) = {rc}, want NOT_FOUND")
+    check(rc == capi.MPIQ_NOT_FOUND, f"find_symbol({name!r}) = {rc}, want NOT_FOUND")
 for name in mpi["functions"]:
     rc, addr = find(t.find_function, name)
     want = expect(f"(unsigned long)&'{name}'")
-    check(rc == mpiq.MPIQ_OK and addr == want, f"find_function({name}) = {rc} {addr:#x}, gdb says {want}")
+    check(rc == capi.MPIQ_OK and addr == want, f"find_function({name}) = {rc} {addr:#x}, gdb says {want}")
     rc = t.find_function(None, name.encode(), None)
-    check(rc == mpiq.MPIQ_OK, f"find_function({name}, NULL) = {rc}")
+    check(rc == capi.MPIQ_OK, f"find_function({name}, NULL) = {rc}")
 
 # MPIR_dll_name against the ELF symbol table: it lives in libmpi.so, not in
 # the executable, so this checks the relocation to a runtime address.
@@ -156,25 +160,25 @@ if inferior.pid > 0 and os.path.exists(maps_file):
 buf = ctypes.create_string_buffer(256)
 rc = t.read_memory(None, dll_name_addr, 256, buf)
 dll = buf.raw.split(b"\0")[0].decode()
-check(rc == mpiq.MPIQ_OK and dll.startswith("/") and dll.endswith(mpi["dll"]), f"MPIR_dll_name reads {dll!r}")
+check(rc == capi.MPIQ_OK and dll.startswith("/") and dll.endswith(mpi["dll"]), f"MPIR_dll_name reads {dll!r}")
 check(buf.raw == inferior.read_memory(dll_name_addr, 256).tobytes(), "read_memory differs from gdb's")
-check(t.read_memory(None, dll_name_addr, 0, buf) == mpiq.MPIQ_OK, "read_memory of 0 bytes")
+check(t.read_memory(None, dll_name_addr, 0, buf) == capi.MPIQ_OK, "read_memory of 0 bytes")
 del lib.errors[:]
 rc = t.read_memory(None, 0, 8, buf)
-check(rc == mpiq.MPIQ_ERROR and lib.errors and "0x0" in lib.errors[-1], f"read_memory(0) = {rc} {lib.errors}")
+check(rc == capi.MPIQ_ERROR and lib.errors and "0x0" in lib.errors[-1], f"read_memory(0) = {rc} {lib.errors}")
 rc = t.read_memory(None, 0xFFFFFFFFFFFFF000, 8, buf)
-check(rc == mpiq.MPIQ_ERROR, f"read_memory(top of memory) = {rc}")
+check(rc == capi.MPIQ_ERROR, f"read_memory(top of memory) = {rc}")
 
 # Types, sizes and fields, including every member of anonymous structs/unions.
 for name, fields in mpi["types"].items():
     rc, handle = find(t.find_type, name)
-    check(rc == mpiq.MPIQ_OK, f"find_type({name}) = {rc}")
-    if rc != mpiq.MPIQ_OK:
+    check(rc == capi.MPIQ_OK, f"find_type({name}) = {rc}")
+    if rc != capi.MPIQ_OK:
         continue
     size = u64(0)
     rc = t.size_of(None, handle, ctypes.byref(size))
     want = expect(f"sizeof({name})")
-    check(rc == mpiq.MPIQ_OK and size.value == want, f"size_of({name}) = {rc} {size.value}, gdb says {want}")
+    check(rc == capi.MPIQ_OK and size.value == want, f"size_of({name}) = {rc} {size.value}, gdb says {want}")
     table = dump.fields(handle)
     for field in fields:
         check(field.encode() in table, f"{name} has no field {field}")
@@ -182,38 +186,38 @@ for name, fields in mpi["types"].items():
         off = u64(0)
         rc = t.field_offset(None, handle, field.encode(), ctypes.byref(off))
         want = expect(f"(unsigned long)&(({name} *)0)->{field}")
-        got = off.value if rc == mpiq.MPIQ_OK else None
-        check(got == want and rc in (mpiq.MPIQ_OK, mpiq.MPIQ_NOT_FOUND),
+        got = off.value if rc == capi.MPIQ_OK else None
+        check(got == want and rc in (capi.MPIQ_OK, capi.MPIQ_NOT_FOUND),
               f"field_offset({name}, {field}) = {rc} {got}, gdb says {want}")
 for name in ["no_such_type_mpiq", "struct no_such_type_mpiq"]:
     rc, handle = find(t.find_type, name)
-    check(rc == mpiq.MPIQ_NOT_FOUND, f"find_type({name}) = {rc}, want NOT_FOUND")
+    check(rc == capi.MPIQ_NOT_FOUND, f"find_type({name}) = {rc}, want NOT_FOUND")
 rc, handle = find(t.find_type, "char *")
-check(rc == mpiq.MPIQ_OK, f"find_type(char *) = {rc}")
+check(rc == capi.MPIQ_OK, f"find_type(char *) = {rc}")
 
 # Basic sizes, byte order, rank.
-sizes = mpiq.MpiqTypeSizes()
+sizes = capi.MpiqTypeSizes()
 rc = t.type_sizes(None, ctypes.byref(sizes))
 got = (sizes.short_size, sizes.int_size, sizes.long_size, sizes.long_long_size, sizes.pointer_size)
 want = tuple(expect(f"sizeof({n})") for n in ("short", "int", "long", "long long", "void *"))
-check(rc == mpiq.MPIQ_OK and got == want, f"type_sizes = {rc} {got}, gdb says {want}")
+check(rc == capi.MPIQ_OK and got == want, f"type_sizes = {rc} {got}, gdb says {want}")
 order = ctypes.c_int32(7)
 rc = t.byte_order(None, ctypes.byref(order))
 big = "big endian" in gdb.execute("show endian", to_string=True)
-check(rc == mpiq.MPIQ_OK and order.value == int(big), f"byte_order = {rc} {order.value}")
-check(t.world_rank(None, ctypes.byref(order)) == mpiq.MPIQ_NOT_FOUND, "world_rank is not NOT_FOUND")
+check(rc == capi.MPIQ_OK and order.value == int(big), f"byte_order = {rc} {order.value}")
+check(t.world_rank(None, ctypes.byref(order)) == capi.MPIQ_NOT_FOUND, "world_rank is not NOT_FOUND")
 
 # Failures stay inside the callbacks.
 del lib.errors[:]
 rc = t.field_offset(None, 999999, b"x", ctypes.byref(u64()))
-check(rc == mpiq.MPIQ_ERROR and lib.errors, f"field_offset(bad handle) = {rc} {lib.errors}")
+check(rc == capi.MPIQ_ERROR and lib.errors, f"field_offset(bad handle) = {rc} {lib.errors}")
 rc = t.find_type(None, b"int", None)
-check(rc == mpiq.MPIQ_ERROR, f"find_type(int, NULL) = {rc}")
+check(rc == capi.MPIQ_ERROR, f"find_type(int, NULL) = {rc}")
 rc = t.find_symbol(None, None, ctypes.byref(u64()))
-check(rc in (mpiq.MPIQ_ERROR, mpiq.MPIQ_NOT_FOUND), f"find_symbol(NULL) = {rc}")
+check(rc in (capi.MPIQ_ERROR, capi.MPIQ_NOT_FOUND), f"find_symbol(NULL) = {rc}")
 dump.interrupted = True
 rc = t.read_memory(None, dll_name_addr, 8, buf)
-check(rc == mpiq.MPIQ_INTERRUPTED, f"read_memory after Ctrl-C = {rc}")
+check(rc == capi.MPIQ_INTERRUPTED, f"read_memory after Ctrl-C = {rc}")
 dump.interrupted = False
 
 # Costs, through the C function pointers.
@@ -237,7 +241,7 @@ big_buf = ctypes.create_string_buffer(4096)
 timed("read_memory 4096 bytes", lambda: t.read_memory(None, page, 4096, big_buf))
 timed("find_symbol (cached)", lambda: t.find_symbol(None, b"MPIR_dll_name", ctypes.byref(out)))
 timed("field_offset (cached)", lambda: t.field_offset(None, comm, first_field, ctypes.byref(out)))
-dump._restore(mpiq._mpiq_selection())
+dump.restore(selection())
 
 gdb.write(f"selftest: {checks} checks, {len(failures)} failed\n" if failures
           else f"selftest: {checks} checks passed\n")

@@ -25,11 +25,11 @@ const DUMP_INTERRUPTED: c_int = 3;
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub struct mpiq_type_sizes {
-    short_size: i32,
-    int_size: i32,
-    long_size: i32,
-    long_long_size: i32,
-    pointer_size: i32,
+    pub short_size: i32,
+    pub int_size: i32,
+    pub long_size: i32,
+    pub long_long_size: i32,
+    pub pointer_size: i32,
 }
 
 /// `mpiq_target`: one target process as a table of callbacks.

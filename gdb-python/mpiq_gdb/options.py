@@ -1,0 +1,119 @@
+"""The shim's own part of `info mpi-queues`'s command line: --inferiors is
+handled here (it picks gdb inferiors); everything else goes to mpiq_dump,
+which parses it for every front end."""
+
+import re
+
+import gdb
+
+
+def split_words(line):
+    """(start, end, word) for each word, split as mpiq_dump splits its
+    arguments: on white space, quotes group, a backslash escapes."""
+    words = []
+    i, n = 0, len(line)
+    while i < n:
+        if line[i].isspace():
+            i += 1
+            continue
+        start, chars, quote = i, [], None
+        while i < n:
+            c = line[i]
+            if c == "\\":
+                i += 1
+                if i < n:
+                    chars.append(line[i])
+            elif quote is not None:
+                if c == quote:
+                    quote = None
+                else:
+                    chars.append(c)
+            elif c in "'\"":
+                quote = c
+            elif c.isspace():
+                break
+            else:
+                chars.append(c)
+            i += 1
+        words.append((start, i, "".join(chars)))
+    return words
+
+
+def quote(word):
+    """word quoted for split_words."""
+    return "'" + word.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# Flags that take a value, as `--flag VALUE` or `--flag=VALUE`.
+_VALUED = ("--comm", "--queue", "--dll", "--inferiors")
+
+
+def parse_args(line):
+    """Splits off what the shim handles. Returns (rest of the line for
+    mpiq_dump, --inferiors value or None, --help given, --dll given)."""
+    words = split_words(line)
+    spec, cut, wants_help, has_dll = None, [], False, False
+    k = 0
+    while k < len(words):
+        start, end, word = words[k]
+        flag, eq, value = word.partition("=")
+        if not flag.startswith("--"):
+            flag, eq = word, ""
+        if word in ("--help", "-h"):
+            wants_help = True
+        if flag == "--dll":
+            has_dll = True
+        if flag in _VALUED and not eq:
+            k += 1  # the next word is this flag's value
+            if k < len(words):
+                value, end = words[k][2], words[k][1]
+            else:
+                value = ""
+        if flag == "--inferiors":
+            if not value:
+                raise gdb.GdbError("--inferiors needs a value: all, or inferior numbers like 1,3")
+            spec = value
+            cut.append((start, end))
+        k += 1
+    for start, end in reversed(cut):
+        line = line[:start] + line[end:]
+    return line.strip(), spec, wants_help, has_dll
+
+
+def select_inferiors(spec):
+    """The inferiors --inferiors names (default: the current one), checked."""
+    if spec is None:
+        chosen, skip_empty = [gdb.selected_inferior()], False
+    elif spec == "all":
+        chosen, skip_empty = sorted(gdb.inferiors(), key=lambda i: i.num), True
+    else:
+        by_num = {i.num: i for i in gdb.inferiors()}
+        chosen, skip_empty = [], False
+        for part in spec.split(","):
+            m = re.match(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?\Z", part)
+            if not m:
+                raise gdb.GdbError(f"--inferiors: '{part}' is not an inferior number; use all or a list like 1,3")
+            low = int(m.group(1))
+            for num in range(low, int(m.group(2) or low) + 1):
+                if num not in by_num:
+                    raise gdb.GdbError(f"--inferiors: no inferior {num} (see `info inferiors`)")
+                if by_num[num] not in chosen:
+                    chosen.append(by_num[num])
+    several = len(chosen) > 1 or spec is not None
+    result = []
+    for inf in chosen:
+        where = f"inferior {inf.num}: " if several else ""
+        threads = inf.threads() if inf.is_valid() else ()
+        if not threads:
+            if skip_empty:
+                continue
+            raise gdb.GdbError(f"{where}no process: run, attach or load a core file")
+        if any(t.is_running() for t in threads):
+            raise gdb.GdbError(f"{where}the process is running; interrupt it first")
+        thread = gdb.selected_thread()
+        if thread is None or thread.inferior.num != inf.num:
+            thread = min(threads, key=lambda t: t.num)
+        result.append((inf, thread))
+    if not result:
+        raise gdb.GdbError("no inferior has a process: run, attach or load a core file")
+    return result
