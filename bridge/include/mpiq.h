@@ -15,7 +15,8 @@
  *   mpiq_free(out);
  *
  * Versioning: MPIQ_API_VERSION changes whenever struct mpiq_target or a
- * function's meaning changes; mpiq_dump refuses a table of another version.
+ * function's meaning changes; mpiq_dump accepts tables of version 1 (which
+ * end before `identity`) up to this one, and refuses others.
  * All functions are safe to call from any thread; dumps are serialized.
  * No callback may unwind (throw) into mpiq.
  */
@@ -29,7 +30,7 @@
 extern "C" {
 #endif
 
-#define MPIQ_API_VERSION 1
+#define MPIQ_API_VERSION 2
 
 /* What a target callback returns. */
 enum mpiq_status {
@@ -76,6 +77,13 @@ typedef struct mpiq_target {
     int64_t pid;
     /* Path of the main executable (UTF-8), or NULL. Copied by mpiq_dump. */
     const char *executable;
+    /* Since API version 2, may be NULL. Write into `buf` (at most `len`
+     * bytes, NUL included) a key that stays the same exactly as long as the
+     * process and every object loaded in it do (e.g. the pid and a counter
+     * bumped whenever the objects change), and return MPIQ_OK; mpiq then
+     * keeps the answers to lookups by name between dumps with the same key.
+     * Any other status, or NULL: nothing is kept. */
+    int (*identity)(void *ctx, char *buf, uint64_t len);
 } mpiq_target;
 
 /* Results of mpiq_dump. */

@@ -9,8 +9,11 @@ use crate::options::DumpOptions;
 use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 use crate::{collect_all, render, DumpError};
 
-/// `MPIQ_API_VERSION`.
-pub const API_VERSION: u32 = 1;
+/// `MPIQ_API_VERSION`. Version 2 added `identity`; tables of version 1
+/// (without it) are still accepted.
+pub const API_VERSION: u32 = 2;
+/// The oldest `api_version` a table may have.
+const OLDEST_API_VERSION: u32 = 1;
 
 const MPIQ_OK: c_int = 0;
 const MPIQ_NOT_FOUND: c_int = 1;
@@ -49,7 +52,12 @@ pub struct mpiq_target {
     pub world_rank: Option<unsafe extern "C" fn(*mut c_void, *mut i32) -> c_int>,
     pub pid: i64,
     pub executable: *const c_char,
+    /// Since version 2; NULL: no identity (nothing kept between dumps).
+    pub identity: Option<unsafe extern "C" fn(*mut c_void, *mut c_char, u64) -> c_int>,
 }
+
+/// Room for an identity, NUL included.
+const IDENTITY_MAX: usize = 1024;
 
 thread_local! {
     /// The message a callback set with `mpiq_set_error` before failing.
@@ -167,13 +175,30 @@ impl Target for CTarget<'_> {
         let mut r = -1i32;
         (call!(self.world_rank(&mut r)) == MPIQ_OK && r >= 0).then_some(r)
     }
+
+    fn identity(&mut self) -> Option<String> {
+        // A version 1 table ends before the field.
+        if self.t.api_version < 2 {
+            return None;
+        }
+        let f = self.t.identity?;
+        let mut buf = vec![0u8; IDENTITY_MAX];
+        // SAFETY: the host promised (mpiq.h) a callback that writes at most
+        // `len` bytes, NUL included, into `buf`, and does not unwind.
+        let rc = unsafe { f(self.t.ctx, buf.as_mut_ptr().cast(), IDENTITY_MAX as u64) };
+        if rc != MPIQ_OK {
+            return None;
+        }
+        let text = CStr::from_bytes_until_nul(&buf).ok()?.to_string_lossy().into_owned();
+        (!text.is_empty()).then_some(text)
+    }
 }
 
 /// Checks a table; the error says what is wrong with it.
 fn check(t: &mpiq_target) -> Result<(), String> {
-    if t.api_version != API_VERSION {
+    if !(OLDEST_API_VERSION..=API_VERSION).contains(&t.api_version) {
         return Err(format!(
-            "mpiq_target.api_version is {}, this library implements {API_VERSION}",
+            "mpiq_target.api_version is {}, this library implements {OLDEST_API_VERSION} to {API_VERSION}",
             t.api_version
         ));
     }

@@ -96,6 +96,7 @@ fn rust_copy() -> ApiCopy {
             world_rank,
             pid,
             executable,
+            identity,
         }),
     ]);
     ApiCopy {

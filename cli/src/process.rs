@@ -153,4 +153,21 @@ impl<M: Memory> Target for Process<M> {
     fn world_rank(&mut self) -> Option<i32> {
         self.world_rank
     }
+
+    /// A live process: its pid, its start time (a new process with the same
+    /// pid has another) and every mapped object with its load address. A
+    /// core file: none (it is read once per run).
+    fn identity(&mut self) -> Option<String> {
+        use std::hash::{Hash, Hasher};
+        self.attachment.as_ref()?;
+        let pid = self.pid?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Field 22, counted after the command name's closing parenthesis.
+        let start = stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.to_string();
+        let mut objects = std::collections::hash_map::DefaultHasher::new();
+        for o in self.image.objects() {
+            (&o.name, o.bias).hash(&mut objects);
+        }
+        Some(format!("cli pid {pid} start {start} objects {:016x}", objects.finish()))
+    }
 }

@@ -9,7 +9,7 @@ not import gdb: that test imports it with a plain python3.
 
 import ctypes
 
-MPIQ_API_VERSION = 1
+MPIQ_API_VERSION = 2
 
 # enum mpiq_status: what a target callback returns.
 MPIQ_OK = 0
@@ -49,6 +49,7 @@ MPIQ_FIELD_OFFSET = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.c_uint64, _cp, _u64p)
 MPIQ_SIZE_OF = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.c_uint64, _u64p)
 MPIQ_TYPE_SIZES = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(MpiqTypeSizes))
 MPIQ_INT32_OUT = ctypes.CFUNCTYPE(_c_int, _vp, _i32p)  # byte_order, world_rank
+MPIQ_IDENTITY = ctypes.CFUNCTYPE(_c_int, _vp, _vp, ctypes.c_uint64)
 
 
 class MpiqTargetStruct(ctypes.Structure):
@@ -68,6 +69,7 @@ class MpiqTargetStruct(ctypes.Structure):
         ("world_rank", MPIQ_INT32_OUT),
         ("pid", ctypes.c_int64),
         ("executable", _cp),
+        ("identity", MPIQ_IDENTITY),
     ]
 
 

@@ -1,9 +1,11 @@
-"""Symbol and type lookups in gdb, and the cache that keeps them across dumps.
+"""Symbol and type lookups in gdb, and the identity under which the bridge
+keeps their answers across dumps.
 
 gdb answers a symbol that does not exist (the libraries probe several) only
-after searching every objfile, a few milliseconds each. So answers are kept
-per inferior and process, and forgotten whenever an objfile comes or goes or
-the process exits, since addresses may then change.
+after searching every objfile, a few milliseconds each. So libmpiq keeps the
+answers (its one cache, for every front end) under the identity this module
+gives an inferior: its number, its pid, and a generation bumped whenever an
+objfile comes or goes or a process exits, since addresses may then change.
 """
 
 import re
@@ -13,22 +15,19 @@ import gdb
 AGGREGATES = (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION)
 _symbol_name = re.compile(r"[A-Za-z_][A-Za-z0-9_:.]*\Z")
 
-_lookups = {}  # (inferior num, pid) -> ({(name, is function): addr or None}, {name: gdb.Type or None})
+_generation = 0  # bumped by every objfile or process event
 
 
 def forget(*_):
-    """Drops every cached lookup (an event handler: takes the event)."""
-    _lookups.clear()
+    """A new generation: no answer kept before it is used again (an event
+    handler: takes the event)."""
+    global _generation
+    _generation += 1
 
 
-def of(inferior):
-    """({(name (bytes), is a function): address or None},
-    {name (bytes): gdb.Type or None}) kept for this inferior's process."""
-    key = (inferior.num, inferior.pid)
-    found = _lookups.get(key)
-    if found is None:
-        found = _lookups[key] = ({}, {})
-    return found
+def identity(inferior):
+    """The key under which libmpiq keeps this inferior's answers."""
+    return f"gdb inferior {inferior.num} pid {inferior.pid} generation {_generation}"
 
 
 # Once per gdb session: Python imports this module once.

@@ -1,5 +1,5 @@
-"""struct mpiq_target for one gdb inferior: the nine callbacks libmpiq.so
-calls while it dumps, answered with gdb's Python API."""
+"""struct mpiq_target for one gdb inferior: the callbacks libmpiq.so calls
+while it dumps, answered with gdb's Python API."""
 
 import ctypes
 import threading
@@ -13,6 +13,7 @@ from .capi import (
     MPIQ_FIELD_OFFSET,
     MPIQ_FIND_ADDRESS,
     MPIQ_FIND_TYPE,
+    MPIQ_IDENTITY,
     MPIQ_INT32_OUT,
     MPIQ_INTERRUPTED,
     MPIQ_NOT_FOUND,
@@ -41,8 +42,10 @@ class MpiqTarget:
         self.dump = dump
         self.inferior = inferior
         self.thread = thread  # selected before lookups when several inferiors are dumped
+        # This dump's answers (libmpiq keeps them across dumps, by identity):
         # (name (bytes), is a function) -> address or None; name -> gdb.Type or None
-        self.symbols, self.known_types = lookups.of(inferior)
+        self.symbols, self.known_types = {}, {}
+        self.identity = lookups.identity(inferior).encode()
         self.types = {}  # name (bytes) -> this dump's handle or None
         self.basics = None  # (short, int, long, long long, pointer)
         self.big_endian = None
@@ -51,7 +54,8 @@ class MpiqTarget:
         self.executable = exe.encode("utf-8", "surrogateescape") if exe else None
         self.callbacks = self._callbacks()
         self.struct = MpiqTargetStruct(
-            MPIQ_API_VERSION, None, *self.callbacks, pid if pid > 0 else -1, self.executable)
+            MPIQ_API_VERSION, None, *self.callbacks[:9], pid if pid > 0 else -1, self.executable,
+            self.callbacks[9])
 
     def _fail(self, exc, what=None, arg=None):
         """Reports exc to mpiq (as "what 'arg': exc"); returns the status."""
@@ -72,7 +76,7 @@ class MpiqTarget:
         return MPIQ_ERROR
 
     def _callbacks(self):
-        """The nine callbacks, as closures over this target (fast locals)."""
+        """The callbacks, as closures over this target (fast locals)."""
         dump = self.dump
         fail = self._fail
         read = self.inferior.read_memory
@@ -219,6 +223,16 @@ class MpiqTarget:
             except BaseException as e:  # noqa: BLE001 -- nothing may escape into C
                 return fail(e, "world rank")
 
+        def identity(ctx, buf, length):
+            try:
+                key = self.identity
+                if len(key) + 1 > length:
+                    return MPIQ_NOT_FOUND
+                memmove(buf, key + b"\0", len(key) + 1)
+                return MPIQ_OK
+            except BaseException as e:  # noqa: BLE001 -- nothing may escape into C
+                return fail(e, "identity")
+
         return (
             MPIQ_READ_MEMORY(read_memory),
             MPIQ_FIND_ADDRESS(find_symbol),
@@ -229,6 +243,7 @@ class MpiqTarget:
             MPIQ_TYPE_SIZES(type_sizes),
             MPIQ_INT32_OUT(byte_order),
             MPIQ_INT32_OUT(world_rank),
+            MPIQ_IDENTITY(identity),
         )
 
     def _activate(self):

@@ -159,7 +159,9 @@ impl Target for Cached<'_> {
     }
     fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
         let host = &mut *self.host;
-        answer(&mut self.answers.functions, name.to_string(), || host.find_function(name))
+        answer(&mut self.answers.functions, name.to_string(), || {
+            host.find_function(name)
+        })
     }
     fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
         if let Some(&found) = self.answers.types.get(name) {
@@ -174,7 +176,9 @@ impl Target for Cached<'_> {
         }))
     }
     fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
-        let Some(name) = self.type_name(ty) else { return Ok(None) };
+        let Some(name) = self.type_name(ty) else {
+            return Ok(None);
+        };
         let key = (name, field.to_string());
         if let Some(&v) = self.answers.fields.get(&key) {
             return Ok(v);
@@ -185,7 +189,9 @@ impl Target for Cached<'_> {
         Ok(v)
     }
     fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
-        let Some(name) = self.type_name(ty) else { return Ok(None) };
+        let Some(name) = self.type_name(ty) else {
+            return Ok(None);
+        };
         if let Some(&v) = self.answers.sizes.get(&name) {
             return Ok(v);
         }
@@ -292,12 +298,20 @@ mod tests {
     fn answers_are_kept_per_identity_and_only_with_one() {
         let _turn = TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let id = Some("answers-test-1".to_string());
-        let mut host = Host { identity: id.clone(), t: 4, asked: 0 };
+        let mut host = Host {
+            identity: id.clone(),
+            t: 4,
+            asked: 0,
+        };
         ask_all(&mut Cached::new(&mut host));
         assert_eq!(host.asked, 8, "a, gone, f, T, U, T.x, sizeof T, sizes");
         // The next dump of the same identity: only the failure is asked again,
         // and the host's new id of T is found by name for a new question.
-        let mut again = Host { identity: id, t: 9, asked: 0 };
+        let mut again = Host {
+            identity: id,
+            t: 9,
+            asked: 0,
+        };
         {
             let mut c = Cached::new(&mut again);
             ask_all(&mut c);
@@ -307,11 +321,19 @@ mod tests {
         assert_eq!(again.asked, 3, "gone; then T (by name) and T.y for the new question");
         // Another identity, and none at all, learn nothing from it.
         for identity in [Some("answers-test-2".to_string()), None] {
-            let mut other = Host { identity, t: 4, asked: 0 };
+            let mut other = Host {
+                identity,
+                t: 4,
+                asked: 0,
+            };
             ask_all(&mut Cached::new(&mut other));
             assert_eq!(other.asked, 8);
         }
-        let mut none = Host { identity: None, t: 4, asked: 0 };
+        let mut none = Host {
+            identity: None,
+            t: 4,
+            asked: 0,
+        };
         ask_all(&mut Cached::new(&mut none));
         assert_eq!(none.asked, 8, "no identity: nothing kept between dumps");
     }
@@ -320,10 +342,18 @@ mod tests {
     fn only_the_last_identities_are_kept() {
         let _turn = TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for i in 0..=KEPT_TARGETS {
-            let mut h = Host { identity: Some(format!("answers-lru-{i}")), t: 1, asked: 0 };
+            let mut h = Host {
+                identity: Some(format!("answers-lru-{i}")),
+                t: 1,
+                asked: 0,
+            };
             ask_all(&mut Cached::new(&mut h));
         }
-        let mut first = Host { identity: Some("answers-lru-0".into()), t: 1, asked: 0 };
+        let mut first = Host {
+            identity: Some("answers-lru-0".into()),
+            t: 1,
+            asked: 0,
+        };
         ask_all(&mut Cached::new(&mut first));
         assert_eq!(first.asked, 8, "the oldest identity was dropped");
     }
