@@ -30,8 +30,8 @@ pub fn load(path: &Path) -> Result<&'static Library, DllError> {
             reason,
         },
         OpenError::MissingEntryPoint(symbol) => DllError::MissingEntryPoint {
+            symbol: symbol.to_string(),
             path: shown.clone(),
-            symbol,
         },
         OpenError::Incompatible(reason) => DllError::Incompatible {
             path: shown.clone(),
@@ -158,10 +158,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                DllError::MissingEntryPoint {
-                    symbol: "mqs_setup_basic_callbacks",
-                    ..
-                }
+                DllError::MissingEntryPoint { ref symbol, .. } if symbol == "mqs_setup_basic_callbacks"
             ),
             "{e}"
         );

@@ -15,7 +15,7 @@ pub use load::load;
 pub use trust::check_trusted;
 
 /// Why a debug library was not used.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum DllError {
     /// The file does not exist or cannot be read.
@@ -50,7 +50,7 @@ pub enum DllError {
         /// The path tried.
         path: String,
         /// The missing symbol.
-        symbol: &'static str,
+        symbol: String,
     },
     /// The target named a library mpiq does not trust to run in this process.
     #[error(

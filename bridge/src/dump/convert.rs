@@ -9,6 +9,22 @@ use std::ffi::c_char;
 use crate::ffi::abi::*;
 use crate::snapshot::model::*;
 
+/// Records that do not fit the snapshot they came with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertError {
+    /// Records for another number of communicators.
+    #[error("operations of {got} communicators for {expected}")]
+    Communicators {
+        /// Communicators the records are for.
+        got: usize,
+        /// Communicators in the snapshot.
+        expected: usize,
+    },
+    /// Bytes that are not a whole number of records.
+    #[error("{0} bytes of operations")]
+    PartRecord(usize),
+}
+
 /// The operations of a dump as the library returned them: per communicator
 /// of the snapshot, the records (`mqs_pending_operation`, as bytes) of its
 /// three queues. [`convert_operations`] turns them into the snapshot's
@@ -19,18 +35,17 @@ pub type RawOperations = Vec<[Vec<u8>; 3]>;
 
 /// Fills the queues of `snap` from the records of [`RawOperations`]
 /// (one entry per communicator, in order).
-pub(crate) fn convert_operations(snap: &mut ProcessSnapshot, raw: &[[&[u8]; 3]]) -> Result<(), String> {
+pub(crate) fn convert_operations(snap: &mut ProcessSnapshot, raw: &[[&[u8]; 3]]) -> Result<(), ConvertError> {
     if raw.len() != snap.communicators.len() {
-        return Err(format!(
-            "operations of {} communicators for {}",
-            raw.len(),
-            snap.communicators.len()
-        ));
+        return Err(ConvertError::Communicators {
+            got: raw.len(),
+            expected: snap.communicators.len(),
+        });
     }
     for (comm, queues) in snap.communicators.iter_mut().zip(raw) {
         for (kind, bytes) in QueueKind::ALL.into_iter().zip(queues) {
             if bytes.len() % mqs_pending_operation::RECORD != 0 {
-                return Err(format!("{} bytes of operations", bytes.len()));
+                return Err(ConvertError::PartRecord(bytes.len()));
             }
             let operations = bytes
                 .chunks_exact(mqs_pending_operation::RECORD)

@@ -9,15 +9,17 @@ mod limits;
 mod run;
 
 pub(crate) use convert::convert_operations;
-pub use convert::RawOperations;
+pub use convert::{ConvertError, RawOperations};
 pub use limits::{limit, Limits, MAX_COMMUNICATORS, MAX_OPERATIONS};
 pub use run::{run_dll, run_dll_raw};
+
+use crate::dll::DllError;
 
 /// Why one library could not be used.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Attempt {
     /// Not loaded: the reason (the next candidate is tried).
-    Refused(String),
+    Refused(DllError),
     /// The user interrupted the dump.
     Interrupted,
 }

@@ -56,7 +56,7 @@ fn run_dll_into(
     known_rank: Option<i32>,
     raw: &mut RawOperations,
 ) -> Result<ProcessSnapshot, Attempt> {
-    let dll = dll::load(path).map_err(|e| Attempt::Refused(e.to_string()))?;
+    let dll = dll::load(path).map_err(Attempt::Refused)?;
     let desc = target.describe();
     let image_name = if desc.executable.is_empty() {
         "the process".to_string()
@@ -79,11 +79,11 @@ fn run_dll_into(
     let mut session = Session::new(target, known_rank, limits.callbacks);
     let result = run_library(&lib, &mut session, &image_name, &mut snap, raw, limits);
     lib.destroy_infos(&mut session);
-    if session.interrupted {
+    if session.interrupted || matches!(result, Err(RunError::Interrupted)) {
         return Err(Attempt::Interrupted);
     }
     if let Err(e) = result {
-        snap.error = Some(e);
+        snap.error = Some(e.to_string());
     }
     if let Some(internal) = session.internal_error.take() {
         snap.messages.push(internal);
@@ -164,6 +164,26 @@ fn describe(lib: &Running<'_>, session: &Session<'_>, c: c_int) -> String {
     }
 }
 
+/// Why the library read no communicator at all.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    /// `mqs_setup_image` failed.
+    #[error("the debug library could not set up {image}: {why}")]
+    SetupImage { image: String, why: String },
+    /// `mqs_setup_process` failed.
+    #[error("the debug library could not set up the process: {0}")]
+    SetupProcess(String),
+    /// `mqs_image_has_queues` or `mqs_process_has_queues` said no.
+    #[error("{0}")]
+    NoQueues(String),
+    /// `mqs_update_communicator_list` failed.
+    #[error("cannot read the list of communicators: {0}")]
+    CommunicatorList(String),
+    /// The user interrupted the dump.
+    #[error("interrupted")]
+    Interrupted,
+}
+
 fn run_library(
     lib: &Running<'_>,
     s: &mut Session<'_>,
@@ -171,31 +191,25 @@ fn run_library(
     snap: &mut ProcessSnapshot,
     raw_operations: &mut RawOperations,
     limits: Limits,
-) -> Result<(), String> {
+) -> Result<(), RunError> {
     let rc = lib.setup_image(s);
     if rc != mqs_ok {
-        return Err(format!(
-            "the debug library could not set up {image_name}: {}",
-            describe(lib, s, rc)
-        ));
+        return Err(RunError::SetupImage {
+            image: image_name.to_string(),
+            why: describe(lib, s, rc),
+        });
     }
     let answer = lib.image_has_queues(s);
     has_queues(lib, s, answer, image_name)?;
     let rc = lib.setup_process(s);
     if rc != mqs_ok {
-        return Err(format!(
-            "the debug library could not set up the process: {}",
-            describe(lib, s, rc)
-        ));
+        return Err(RunError::SetupProcess(describe(lib, s, rc)));
     }
     let answer = lib.process_has_queues(s);
     has_queues(lib, s, answer, image_name)?;
     let rc = lib.update_communicator_list(s);
     if rc != mqs_ok {
-        return Err(format!(
-            "cannot read the list of communicators: {}",
-            describe(lib, s, rc)
-        ));
+        return Err(RunError::CommunicatorList(describe(lib, s, rc)));
     }
     let mut rc = lib.setup_communicator_iterator(s);
     let mut count = 0;
@@ -220,7 +234,7 @@ fn run_library(
         for (kind, records) in QueueKind::ALL.into_iter().zip(&mut records) {
             *comm.queues.get_mut(kind) = read_queue(lib, s, kind, &comm.name, limits.operations, records);
             if s.interrupted {
-                return Err("interrupted".into());
+                return Err(RunError::Interrupted);
             }
         }
         snap.communicators.push(comm);
@@ -245,7 +259,7 @@ fn has_queues(
     s: &Session<'_>,
     (rc, message): (c_int, Option<String>),
     image_name: &str,
-) -> Result<(), String> {
+) -> Result<(), RunError> {
     if rc == mqs_ok {
         return Ok(());
     }
@@ -255,7 +269,7 @@ fn has_queues(
             .collect::<Vec<_>>()
             .join(" ")
     });
-    Err(has_queues_error(lib, s, rc, message, image_name))
+    Err(RunError::NoQueues(has_queues_error(lib, s, rc, message, image_name)))
 }
 
 /// The error for a failed `mqs_image_has_queues` / `mqs_process_has_queues`.

@@ -4,7 +4,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::helper::{signal_name, Helper, DLLHOST};
+use super::error::{Ending, IsolateError};
+use super::helper::Helper;
 use super::protocol::{decode_operations, Answer, Carried, FromHost, Query, Start};
 use super::transport::{send, send_with, LineReader, ReadLine};
 use super::{known, sys};
@@ -72,7 +73,7 @@ pub fn run(
     known_rank: Option<i32>,
 ) -> Result<ProcessSnapshot, Attempt> {
     let timeout = opts.timeout_ms.map_or(DEFAULT_TIMEOUT, Duration::from_millis);
-    let failed = |target: &mut dyn Target, why: String| {
+    let failed = |target: &mut dyn Target, why: IsolateError| {
         let desc = target.describe();
         Ok(ProcessSnapshot {
             pid: desc.pid,
@@ -83,7 +84,7 @@ pub fn run(
                 version: String::new(),
                 found_via: source,
             }),
-            error: Some(why),
+            error: Some(why.to_string()),
             messages: Vec::new(),
             communicators: Vec::new(),
             stats: None,
@@ -148,7 +149,7 @@ pub fn run(
                             if let Err(why) =
                                 receive_operations(reader, region.as_mut(), &mut result, operations, timeout)
                             {
-                                return failed(target, format!("{DLLHOST} sent a result mpiq cannot read: {why}"));
+                                return failed(target, IsolateError::Protocol { what: "a result", why });
                             }
                             if result.is_ok() {
                                 learner.took_prefetched(&prefetched_used);
@@ -160,7 +161,10 @@ pub fn run(
                         Err(e) => {
                             outcome = Some(failed(
                                 target,
-                                format!("{DLLHOST} sent a message mpiq cannot read: {e}"),
+                                IsolateError::Protocol {
+                                    what: "a message",
+                                    why: e.to_string(),
+                                },
                             ));
                             break;
                         }
@@ -172,16 +176,14 @@ pub fn run(
                         }
                         return failed(
                             target,
-                            format!(
-                                "the debug library {} did not answer within {:.1} s (stuck in a loop?) and was \
-                             stopped; raise the limit with --timeout SECS",
-                                dll.display(),
-                                timeout.as_secs_f64()
-                            ),
+                            IsolateError::Silent {
+                                dll: dll.to_path_buf(),
+                                timeout,
+                            },
                         );
                     }
                     ReadLine::Failed(e) => {
-                        outcome = Some(failed(target, format!("lost contact with {DLLHOST}: {e}")));
+                        outcome = Some(failed(target, IsolateError::LostContact(e)));
                         break;
                     }
                     ReadLine::Eof => break,
@@ -204,22 +206,12 @@ pub fn run(
         if interrupted {
             return Err(Attempt::Interrupted);
         }
-        use std::os::unix::process::ExitStatusExt;
-        let how = match status {
-            Ok(s) => match (s.signal(), s.code()) {
-                (Some(sig), _) => format!("crashed ({})", signal_name(sig)),
-                (None, Some(c)) => format!("made {DLLHOST} exit with status {c}"),
-                _ => "stopped unexpectedly".to_string(),
-            },
-            Err(e) => format!("stopped unexpectedly ({e})"),
-        };
         return failed(
             target,
-            format!(
-                "the debug library {} {how} while reading the queues; this session is unaffected, and \
-             --in-process would run it inside this process instead",
-                dll.display()
-            ),
+            IsolateError::Died {
+                dll: dll.to_path_buf(),
+                how: Ending::of(status),
+            },
         );
     }
 }
@@ -249,7 +241,7 @@ fn receive_operations(
     };
     if let Ok(snap) = result {
         let raw = decode_operations(bytes, snap.communicators.len())?;
-        convert_operations(snap, &raw)?;
+        convert_operations(snap, &raw).map_err(|e| e.to_string())?;
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
+use super::error::IsolateError;
 use super::sys;
 use super::transport::LineReader;
 
@@ -64,14 +65,18 @@ fn kept() -> std::sync::MutexGuard<'static, Option<Helper>> {
 
 impl Helper {
     /// Starts `host` for the library `dll`.
-    pub(super) fn spawn(host: &Path, dll: &Path) -> Result<Helper, String> {
-        let (ours, theirs) = UnixStream::pair().map_err(|e| format!("cannot create a socket for {DLLHOST}: {e}"))?;
+    pub(super) fn spawn(host: &Path, dll: &Path) -> Result<Helper, IsolateError> {
+        let (ours, theirs) =
+            UnixStream::pair().map_err(|e| start(format!("cannot create a socket for {DLLHOST}"), e))?;
         let (stdin, stdout) = match (theirs.try_clone(), theirs.try_clone()) {
             (Ok(a), Ok(b)) => (OwnedFd::from(a), OwnedFd::from(b)),
-            (Err(e), _) | (_, Err(e)) => return Err(format!("cannot set up {DLLHOST}: {e}")),
+            (Err(e), _) | (_, Err(e)) => return Err(start(format!("cannot set up {DLLHOST}"), e)),
         };
         drop(theirs);
-        let reader = LineReader::new(ours.try_clone().map_err(|e| format!("cannot set up {DLLHOST}: {e}"))?);
+        let reader = LineReader::new(
+            ours.try_clone()
+                .map_err(|e| start(format!("cannot set up {DLLHOST}"), e))?,
+        );
         // Without a shared region (no memfd), read bytes go over the socket.
         let mut region = sys::Region::create(sys::SIZE).ok();
         // The library's path as an argument: the helper loads it while this
@@ -86,7 +91,7 @@ impl Helper {
         // The command holds this process's copies of the helper's ends of
         // the socket: while they are open, the helper's death is no end of file.
         drop(command);
-        let child = spawned.map_err(|e| format!("cannot start {}: {e}", host.display()))?;
+        let child = spawned.map_err(|e| start(format!("cannot start {}", host.display()), e))?;
         // The region first (the helper's first read), then start messages.
         if sys::send_fd(ours.as_raw_fd(), region.as_ref().map(sys::Region::raw_fd)).is_err() {
             region = None;
@@ -113,6 +118,11 @@ impl Helper {
         // The one kept before (another library) ends here.
         *kept() = Some(self);
     }
+}
+
+/// A failure to start the helper.
+fn start(what: String, source: std::io::Error) -> IsolateError {
+    IsolateError::Start { what, source }
 }
 
 impl Drop for Helper {

@@ -24,6 +24,7 @@
 //! shared region, descriptor passing, polling, process set-up).
 
 mod client;
+mod error;
 mod helper;
 mod host;
 mod known;
@@ -32,5 +33,6 @@ mod sys;
 mod transport;
 
 pub use client::{run, DEFAULT_TIMEOUT};
+pub use error::{Ending, IsolateError};
 pub use helper::{dllhost_path, DLLHOST};
 pub use host::host_main;
