@@ -6,6 +6,7 @@
 
 mod convert;
 mod limits;
+pub mod readahead;
 mod run;
 
 pub(crate) use convert::convert_operations;

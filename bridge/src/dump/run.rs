@@ -6,6 +6,7 @@
 use std::ffi::c_int;
 
 use super::convert::{self, convert_operations, RawOperations};
+use super::readahead::{self, ReadAhead};
 use super::{Attempt, Limits};
 use crate::dll::{self, Dll};
 use crate::ffi::abi::*;
@@ -17,8 +18,9 @@ use crate::snapshot::normalize;
 use crate::target::Target;
 
 /// Loads the library at `path` here, in this process, and dumps the target
-/// through it. The result holds `dll`, `error`, `messages`, `communicators`,
-/// `world_rank` and, with `--stats`, `stats`.
+/// through it, with the blocks the previous dump of the process read read
+/// ahead ([`readahead`]). The result holds `dll`, `error`, `messages`,
+/// `communicators`, `world_rank` and, with `--stats`, `stats`.
 pub fn run_dll(
     target: &mut dyn Target,
     path: &std::path::Path,
@@ -26,7 +28,12 @@ pub fn run_dll(
     opts: &DumpOptions,
     known_rank: Option<i32>,
 ) -> Result<ProcessSnapshot, Attempt> {
-    let (result, raw) = run_dll_raw(target, path, source, opts, known_rank);
+    let process = readahead::process_key(target);
+    let mut ahead = ReadAhead::new(target, &readahead::remembered(path, &process));
+    let (result, raw) = run_dll_raw(&mut ahead, path, source, opts, known_rank);
+    if result.is_ok() {
+        readahead::remember(path, process, ahead.blocks_read());
+    }
     let mut snap = result?;
     let raw: Vec<[&[u8]; 3]> = raw.iter().map(|[a, b, c]| [&a[..], &b[..], &c[..]]).collect();
     if let Err(e) = convert_operations(&mut snap, &raw) {

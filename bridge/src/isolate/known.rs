@@ -9,9 +9,9 @@
 //! answer is fresh, so nothing can go stale. A question the helper does not
 //! find answered is asked as before.
 //!
-//! Memory the same way: the blocks the library read in the previous dump of
-//! the same process are read again, now, into the shared region before the
-//! helper starts, and the helper takes them from there without asking (a
+//! Memory the same way (`dump::readahead`, shared with `--in-process`): the
+//! blocks the library read in the previous dump of the same process are
+//! read again, now, into the shared region before the helper starts, and the helper takes them from there without asking (a
 //! round trip each, 40-odd per dump at K = 10,000). The bytes are fresh;
 //! only the addresses are remembered. A block no longer read costs one read
 //! of the target; a new one is asked as before.
@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::protocol::{Answer, Query};
 use super::sys;
+use crate::dump::readahead::{self, ProcessKey, MAX_READ_AHEAD};
 use crate::target::{Target, TargetError, TypeId, TypeSizes};
 
 /// A lookup, with types by name.
@@ -39,22 +40,6 @@ enum Question {
 
 /// Most questions remembered per library (the libraries ask about 150).
 const MAX_QUESTIONS: usize = 2_000;
-
-/// Most bytes read ahead into the region (the rest of it is for the reads
-/// the helper asks as they come, and the result).
-const MAX_PREFETCH: u64 = 32 << 20;
-
-/// Which process a dump read: pid (none for a core file) and executable.
-type ProcessKey = (Option<u32>, String);
-
-/// The blocks (address, length) the last dump with a library read, per
-/// library and process, in order.
-type ReadBlocks = HashMap<(PathBuf, ProcessKey), Vec<(u64, u64)>>;
-
-fn read_blocks() -> &'static Mutex<ReadBlocks> {
-    static READS: OnceLock<Mutex<ReadBlocks>> = OnceLock::new();
-    READS.get_or_init(Default::default)
-}
 
 /// Questions asked per library path, in the order first asked.
 fn learned() -> &'static Mutex<HashMap<PathBuf, Vec<Question>>> {
@@ -103,12 +88,7 @@ impl Known {
         let process = (desc.pid, desc.executable);
         let mut known = Known::default();
         if let Some(region) = region {
-            let blocks = read_blocks()
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&(dll.to_path_buf(), process.clone()))
-                .cloned()
-                .unwrap_or_default();
+            let blocks = readahead::remembered(dll, &process);
             if known.prefetch(target, region, &blocks).is_err() {
                 // Interrupted: the helper will be told too.
                 return (
@@ -174,7 +154,7 @@ impl Known {
     }
 
     /// Reads `blocks` into the region, one after the other from its start,
-    /// up to [`MAX_PREFETCH`] bytes; a block the target cannot read now is
+    /// up to [`MAX_READ_AHEAD`] bytes; a block the target cannot read now is
     /// left out (the helper asks for it and gets the failure). Only an
     /// interruption is an error.
     fn prefetch(
@@ -185,7 +165,7 @@ impl Known {
     ) -> Result<(), TargetError> {
         let mut at = 0u64;
         for &(addr, len) in blocks {
-            if at + len > MAX_PREFETCH.min(region.len() as u64) {
+            if at + len > MAX_READ_AHEAD.min(region.len() as u64) {
                 break;
             }
             let (Ok(start), Ok(n)) = (usize::try_from(at), usize::try_from(len)) else {
@@ -267,10 +247,7 @@ impl Learner {
 
     /// Adds what was asked to what the next dump with this library prepares.
     pub(super) fn remember(self) {
-        read_blocks()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert((self.dll.clone(), self.process), self.reads);
+        readahead::remember(&self.dll, self.process, self.reads);
         if self.asked.is_empty() {
             return;
         }
