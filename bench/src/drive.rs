@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mpiq_tests::frontends::{artifact, gdb_command};
+use mpiq_tests::frontends::{cli_command, gdb_command, lldb_command_on};
 use serde_json::Value;
 
 use crate::proc::{first_json, run, Stats};
@@ -157,16 +157,12 @@ pub fn gdb(pid: u32, reps: usize, scratch: &Path) -> Result<Vec<Series>, String>
     parse_debugger(&run(cmd, scratch), "gdb")
 }
 
-/// lldb-16 attached to `pid`, like [`gdb`].
+/// lldb (`$MPIQ_LLDB`, default `lldb-16`) attached to `pid`, like [`gdb`].
 pub fn lldb(pid: u32, reps: usize, scratch: &Path) -> Result<Vec<Series>, String> {
     let script = write_script(scratch, "mpiq_bench_lldb.py", LLDB_SCRIPT);
-    let mut cmd = Command::new("lldb-16");
-    cmd.args(["-b", "--no-lldbinit", "-o"])
-        .arg(format!("plugin load {}", artifact("libmpiq_lldb.so").display()))
-        .arg("-o")
-        .arg(format!("command script import {}", script.display()))
-        .arg("-p")
-        .arg(pid.to_string());
+    // The tests' lldb (plugin loaded, attached to `pid`), then the script.
+    let import = format!("command script import {}", script.display());
+    let mut cmd = lldb_command_on(&["-p", &pid.to_string()], &[&import]);
     modes_env(&mut cmd, reps);
     parse_debugger(&run(cmd, scratch), "lldb")
 }
@@ -179,8 +175,8 @@ pub fn mpiq(args: &[&str], reps: usize, sum: bool, scratch: &Path) -> Result<Vec
     let mut series = vec![Series::default(), Series::default()];
     for _ in 0..reps {
         for (i, mode) in MODES.iter().enumerate() {
-            let mut cmd = Command::new(artifact("mpiq"));
-            cmd.args(args).args(["--json", "--stats"]);
+            let mut cmd = cli_command(args);
+            cmd.args(["--json", "--stats"]);
             if !mode.is_empty() {
                 cmd.arg(mode);
             }

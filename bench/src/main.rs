@@ -148,9 +148,9 @@ fn measure_config(plan: &Plan, mpi: Mpi, k: u64, scratch: &Path) -> Result<Confi
     // The recording the floor and `mpiq replay` use: the same dump, recorded live.
     let out = proc::run(
         {
-            let mut c = std::process::Command::new(mpiq_tests::frontends::artifact("mpiq"));
-            c.args(["queues", "--pid", &pid_s, "--json", "--in-process", "--record"])
-                .arg(&rec);
+            let mut c =
+                mpiq_tests::frontends::cli_command(&["queues", "--pid", &pid_s, "--json", "--in-process", "--record"]);
+            c.arg(&rec);
             c
         },
         scratch,

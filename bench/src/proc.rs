@@ -1,50 +1,53 @@
 //! Running a front end as a child process: its wall time, its peak memory
 //! (the largest resident set of it and its descendants, from `wait4`), and
-//! what it printed.
+//! what it printed (the tests' one [`Run`], from `mpiq_tests::run`).
 
-use std::fs::File;
-use std::io::Read;
+use std::ops::Deref;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
+use mpiq_tests::run::{run_within, Run};
 use serde_json::Value;
 
-/// What one child process did.
+/// How long one front-end process may take (a hang ends the benchmark).
+const TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// What one child process did: how it ended and what it printed (the
+/// [`Run`], also reached through `Deref`), and what the spawner measured.
 #[derive(Clone, Debug)]
 pub struct Outcome {
-    /// Exit status 0.
-    pub success: bool,
+    /// Exit status and output of the front end.
+    pub run: Run,
     /// Wall time from spawn to exit, milliseconds.
     pub wall_ms: f64,
     /// Peak resident set of the child or its largest waited-for descendant, KiB.
     pub peak_rss_kib: u64,
-    /// Standard output.
-    pub stdout: String,
-    /// Standard error.
-    pub stderr: String,
+}
+
+impl Deref for Outcome {
+    type Target = Run;
+
+    fn deref(&self) -> &Run {
+        &self.run
+    }
 }
 
 impl Outcome {
-    /// Everything printed, for error messages.
+    /// What it printed, each stream cut to 4000 characters, for error
+    /// messages.
     pub fn all(&self) -> String {
         let cut = |s: &str| s.chars().take(4000).collect::<String>();
         format!(
             "--- stdout ---\n{}\n--- stderr ---\n{}",
-            cut(&self.stdout),
-            cut(&self.stderr)
+            cut(&self.run.stdout),
+            cut(&self.run.stderr)
         )
     }
 }
 
-fn slurp(mut f: File) -> String {
-    let mut v = Vec::new();
-    let _ = f.read_to_end(&mut v);
-    String::from_utf8_lossy(&v).into_owned()
-}
-
-/// Runs `cmd` to completion with its output in temporary files (no pipe can
-/// fill up), timing it and reading its peak memory.
+/// Runs `cmd` to completion (within an hour) with its output in temporary
+/// files (no pipe can fill up), timing it and reading its peak memory.
 ///
 /// The command runs under `mpiq-bench spawn` ([`spawn_main`]): a forked
 /// child starts with its parent's memory high-water mark, which `exec` keeps
@@ -53,11 +56,7 @@ fn slurp(mut f: File) -> String {
 pub fn run(cmd: Command, scratch: &Path) -> Outcome {
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let out_path = scratch.join(format!("out.{n}"));
-    let err_path = scratch.join(format!("err.{n}"));
     let rss_path = scratch.join(format!("rss.{n}"));
-    let out = File::create(&out_path).expect("scratch stdout");
-    let err = File::create(&err_path).expect("scratch stderr");
     let me = std::env::current_exe().expect("current_exe");
     let mut wrapped = Command::new(me);
     wrapped
@@ -75,25 +74,18 @@ pub fn run(cmd: Command, scratch: &Path) -> Outcome {
     if let Some(dir) = cmd.get_current_dir() {
         wrapped.current_dir(dir);
     }
-    wrapped.stdin(Stdio::null()).stdout(out).stderr(err);
-    let start = Instant::now();
-    let status = wrapped.status().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let wall_ms = start.elapsed().as_secs_f64() * 1e3;
+    let run = run_within(wrapped, TIMEOUT);
+    let wall_ms = run.elapsed.as_secs_f64() * 1e3;
     let measured = std::fs::read_to_string(&rss_path).unwrap_or_default();
     let mut it = measured.split_whitespace();
     let peak_rss_kib = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
     let child_ms = it.next().and_then(|v| v.parse().ok()).unwrap_or(wall_ms);
-    let o = Outcome {
-        success: status.success(),
+    let _ = std::fs::remove_file(rss_path);
+    Outcome {
+        run,
         wall_ms: child_ms,
         peak_rss_kib,
-        stdout: slurp(File::open(&out_path).expect("stdout file")),
-        stderr: slurp(File::open(&err_path).expect("stderr file")),
-    };
-    let _ = std::fs::remove_file(out_path);
-    let _ = std::fs::remove_file(err_path);
-    let _ = std::fs::remove_file(rss_path);
-    o
+    }
 }
 
 /// `mpiq-bench spawn RSS_FILE -- PROGRAM ARGS...`: runs the program with

@@ -46,6 +46,10 @@ pub mod snapshot;
 /// The trait front ends implement to give access to a target; the page
 /// cache in front of it; recording and replaying its answers.
 pub mod target;
+/// Test-only targets, fault injection and a deterministic RNG (the bridge's
+/// unit tests, and the cargo feature `testkit` for other test crates).
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 
 pub use collect::{collect, Interrupted};
 pub use dll::discover;

@@ -4,113 +4,42 @@
 //! an address in the last page of the address space (found by
 //! `tests/tests/fuzz.rs`); here thousands of random reads, many near the top
 //! of the address space and near readable-region edges, are checked against
-//! the target read directly.
+//! the target read directly. The target is the testkit's memory-only `Mem`
+//! behind its fault injector (`mpiq::testkit`, the cargo feature `testkit`).
 
 use mpiq::cache::{PageCache, PAGE};
 use mpiq::record::{MemoryRead, Recording, Replay};
-use mpiq::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+use mpiq::testkit::{Faults, Faulty, Mem, Rng};
+use mpiq::{Target, TargetError};
 
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
+/// The byte at each readable address: mixed from several of its bits, so a
+/// byte taken from the wrong page or block shows.
+fn byte_at(a: u64) -> u8 {
+    Mem::scrambled(a)
 }
 
 /// Memory readable in a few regions (one at the very top of the address
-/// space), each byte derived from its address; every other read fails.
-/// Optionally fails every read from the N-th on.
-struct Regions {
-    regions: Vec<(u64, u64)>,
-    reads: u64,
-    fail_from: Option<u64>,
-}
-
-fn byte_at(a: u64) -> u8 {
-    (a ^ (a >> 13) ^ (a >> 29)) as u8
-}
-
-impl Regions {
-    fn readable(&self, addr: u64, len: u64) -> bool {
-        let Some(end) = addr.checked_add(len) else {
-            return false;
-        };
-        self.regions.iter().any(|&(s, e)| addr >= s && end <= e)
-    }
-}
-
-impl Target for Regions {
-    fn describe(&self) -> ProcessDescription {
-        ProcessDescription::default()
-    }
-    fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-        self.reads += 1;
-        let len = buf.len() as u64;
-        if self.fail_from.is_some_and(|n| self.reads >= n) || !self.readable(addr, len) {
-            return Err(TargetError::Unreadable {
-                addr,
-                len,
-                reason: "not mapped".into(),
-            });
-        }
-        for (i, b) in buf.iter_mut().enumerate() {
-            *b = byte_at(addr.wrapping_add(i as u64));
-        }
-        Ok(())
-    }
-    fn find_symbol(&mut self, _: &str) -> Result<Option<u64>, TargetError> {
-        Ok(None)
-    }
-    fn find_function(&mut self, _: &str) -> Result<Option<u64>, TargetError> {
-        Ok(None)
-    }
-    fn find_type(&mut self, _: &str) -> Result<Option<TypeId>, TargetError> {
-        Ok(None)
-    }
-    fn field_offset(&mut self, _: TypeId, _: &str) -> Result<Option<u64>, TargetError> {
-        Ok(None)
-    }
-    fn size_of(&mut self, _: TypeId) -> Result<Option<u64>, TargetError> {
-        Ok(None)
-    }
-    fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-        Ok(TypeSizes::LP64)
-    }
-    fn byte_order(&mut self) -> ByteOrder {
-        ByteOrder::Little
-    }
-}
-
-fn regions() -> Regions {
-    Regions {
-        regions: vec![
-            (0x10_0000, 0x10_0000 + 5 * PAGE + 123), // ends inside a page
-            (0x7fff_0000_0800, 0x7fff_0000_0800 + 40 * PAGE),
-            (u64::MAX - 3 * PAGE + 1, u64::MAX), // the last pages (the very last byte is not readable)
-        ],
-        reads: 0,
-        fail_from: None,
-    }
+/// space), each byte [`byte_at`] its address; every other read fails. No
+/// fault injected yet.
+fn regions() -> Faulty<Mem> {
+    let mem = Mem::with_regions(&[
+        (0x10_0000, 0x10_0000 + 5 * PAGE + 123), // ends inside a page
+        (0x7fff_0000_0800, 0x7fff_0000_0800 + 40 * PAGE),
+        (u64::MAX - 3 * PAGE + 1, u64::MAX), // the last pages (the very last byte is not readable)
+    ])
+    .with_pattern(byte_at);
+    Faulty::new(mem, Faults::default())
 }
 
 /// An address near an edge of a region or of the address space.
-fn interesting_addr(rng: &mut Rng, r: &Regions) -> u64 {
+fn interesting_addr(rng: &mut Rng, r: &Mem) -> u64 {
     let (s, e) = r.regions[rng.below(r.regions.len() as u64) as usize];
     let near = match rng.below(5) {
         0 => s,
         1 => e,
         2 => u64::MAX,
         3 => s & !(PAGE - 1),
-        _ => return rng.next(),
+        _ => return rng.next_u64(),
     };
     near.wrapping_add(rng.below(2 * PAGE)).wrapping_sub(PAGE)
 }
@@ -123,10 +52,11 @@ fn page_cache_agrees_with_the_target_on_wild_reads() {
         let mut cache = PageCache::with_block(block);
         let mut target = regions();
         if rng.below(4) == 0 {
-            target.fail_from = Some(1 + rng.below(20));
+            // Every read from the N-th on fails.
+            target.faults.fail_from = Some(1 + rng.below(20));
         }
         for _ in 0..50 {
-            let addr = interesting_addr(&mut rng, &target);
+            let addr = interesting_addr(&mut rng, &target.inner);
             let len = match rng.below(4) {
                 0 => 1 + rng.below(8),
                 1 => 1 + rng.below(64),
@@ -134,7 +64,7 @@ fn page_cache_agrees_with_the_target_on_wild_reads() {
                 _ => 1 + rng.below(3 * PAGE),
             } as usize;
             let mut buf = vec![0u8; len];
-            let readable = target.readable(addr, len as u64) && target.fail_from.is_none();
+            let readable = target.inner.readable(addr, len as u64) && target.faults.fail_from.is_none();
             match cache.read(&mut target, addr, &mut buf) {
                 Ok(()) => {
                     for (i, b) in buf.iter().enumerate() {
@@ -183,7 +113,7 @@ fn replay_answers_wild_reads_without_panicking() {
         let addr = match rng.below(3) {
             0 => base.wrapping_add(rng.below(2 * PAGE)),
             1 => u64::MAX - rng.below(64),
-            _ => rng.next(),
+            _ => rng.next_u64(),
         };
         let len = 1 + rng.below(2 * PAGE) as usize;
         let mut buf = vec![0u8; len];

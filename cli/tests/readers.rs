@@ -9,6 +9,7 @@ mod common;
 use common::*;
 use mpiq::Target;
 use mpiq_cli::{CoreProcess, LiveProcess};
+use mpiq_tests::run::run;
 
 fn compare_with_gdb(variant: Variant, gdb_extra: &[String]) {
     if !tools_present() {
@@ -187,13 +188,11 @@ fn core_file_answers_like_the_live_process() {
         a
     };
     let prefix = b.dir.join("core");
-    let out = std::process::Command::new("gcore")
+    let out = run(std::process::Command::new("gcore")
         .arg("-o")
         .arg(&prefix)
-        .arg(pid.to_string())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "gcore: {}", String::from_utf8_lossy(&out.stderr));
+        .arg(pid.to_string()));
+    assert!(out.success, "gcore:\n{out}");
     assert_running(pid);
     let core_path = b.dir.join(format!("core.{pid}"));
     let mut core = CoreProcess::open_core(&core_path, None).unwrap();
@@ -224,7 +223,7 @@ fn lookup_command_prints_answers() {
     }
     let b = build(Variant::Plain);
     let r = start(&b);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mpiq"))
+    let out = run(std::process::Command::new(env!("CARGO_BIN_EXE_mpiq"))
         .args(["lookup", "--pid", &r.pid().to_string()])
         .args([
             "--string",
@@ -234,11 +233,9 @@ fn lookup_command_prints_answers() {
             "--sizeof",
             "fx_node_t",
         ])
-        .args(["--offsetof", "fx_node_t.next", "--symbol", "nope"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
+        .args(["--offsetof", "fx_node_t.next", "--symbol", "nope"]));
+    assert!(out.success, "{out}");
+    let text = out.stdout;
     assert_eq!(
         text,
         "symbol nope -\nstring fx_name \"fixture-lib\"\nstring fx_name_ptr \"pointer-string\"\n\

@@ -1,21 +1,44 @@
-//! Driving mpiq's three front ends from tests: real `gdb -batch` with the
-//! Python shim, real `lldb-16 -b` with the plugin, and the `mpiq` CLI, each
-//! on one process, returning its output and the snapshot JSON in it.
+//! Driving mpiq's three front ends from tests and benchmarks: real
+//! `gdb -batch` with the Python shim, real lldb `-b` with the plugin, and
+//! the `mpiq` CLI, each returning a [`Run`] (output, status, and the
+//! snapshot JSON in it), always within a timeout.
+//!
+//! What is driven, and how to point the tests elsewhere:
+//!
+//! | | default | override |
+//! |---|---|---|
+//! | gdb's library | `<profile>/libmpiq.so` | `$MPIQ_LIB` |
+//! | lldb | `lldb-16` | `$MPIQ_LLDB` |
+//! | lldb's plugin | `<profile>/libmpiq_lldb.so` | `$MPIQ_LLDB_PLUGIN` |
+//! | the CLI | `<profile>/mpiq` | — |
 //!
 //! The artifacts come from the same cargo profile as the running test
 //! (`cargo build --workspace [--release]` first; `scripts/test` does).
+//! The drivers that take a pid ([`gdb`], [`gdb_command`], [`lldb`],
+//! [`lldb_interactive`], [`queues`], [`snapshot`]) check first that ptrace
+//! attach is allowed ([`crate::gdb::require_ptrace`]); the `*_on` builders
+//! take any target arguments and leave that to the caller.
 
+mod interactive;
+
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
 
 use serde_json::Value;
+
+pub use crate::run::Run;
+use crate::run::{run, run_within, DEFAULT_TIMEOUT};
+pub use interactive::{lldb_interactive, Step};
 
 /// One of mpiq's front ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrontEnd {
     /// gdb with `gdb-python/mpiq.py`: `info mpi-queues`.
     Gdb,
-    /// lldb-16 with `libmpiq_lldb.so`: `mpi queues`.
+    /// lldb ([`lldb_binary`]) with `libmpiq_lldb.so`: `mpi queues`.
     Lldb,
     /// The standalone `mpiq queues --pid`.
     Cli,
@@ -24,40 +47,6 @@ pub enum FrontEnd {
 impl FrontEnd {
     /// All three.
     pub const ALL: [FrontEnd; 3] = [FrontEnd::Gdb, FrontEnd::Lldb, FrontEnd::Cli];
-}
-
-/// What a front end printed.
-#[derive(Clone, Debug)]
-pub struct Run {
-    /// Exit status was 0.
-    pub success: bool,
-    /// Standard output.
-    pub stdout: String,
-    /// Standard error.
-    pub stderr: String,
-}
-
-impl Run {
-    /// Everything printed, for messages.
-    pub fn all(&self) -> String {
-        format!("--- stdout ---\n{}--- stderr ---\n{}", self.stdout, self.stderr)
-    }
-
-    /// The first JSON object printed on its own lines (`{` alone on a line).
-    pub fn json(&self) -> Result<Value, String> {
-        let start = self
-            .stdout
-            .find("\n{\n")
-            .map(|i| i + 1)
-            .or_else(|| self.stdout.starts_with("{\n").then_some(0))
-            .ok_or_else(|| format!("no JSON in the output:\n{}", self.all()))?;
-        let mut it = serde_json::Deserializer::from_str(&self.stdout[start..]).into_iter::<Value>();
-        match it.next() {
-            Some(Ok(v)) => Ok(v),
-            Some(Err(e)) => Err(format!("bad JSON ({e}):\n{}", self.all())),
-            None => Err(format!("no JSON in the output:\n{}", self.all())),
-        }
-    }
 }
 
 /// The workspace root.
@@ -89,55 +78,173 @@ pub fn artifact(name: &str) -> PathBuf {
     p
 }
 
-fn run(mut cmd: Command) -> Run {
-    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    Run {
-        success: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+// --- gdb ---------------------------------------------------------------------------------
+
+/// The Python shim gdb sources.
+pub fn mpiq_py() -> PathBuf {
+    workspace_root().join("gdb-python/mpiq.py")
+}
+
+/// The `libmpiq.so` gdb's shim loads: `$MPIQ_LIB`, or the build's.
+pub fn libmpiq() -> PathBuf {
+    match std::env::var_os("MPIQ_LIB").filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => artifact("libmpiq.so"),
     }
 }
 
-/// `gdb -batch -nx -p PID` running `source mpiq.py` and then `commands`.
+/// `gdb -batch -nx -q` with `MPIQ_LIB` set ([`libmpiq`]), running
+/// `source mpiq.py`, then `commands` (each an `-ex`), on `target`: `-p PID`,
+/// `EXE CORE`, `--args EXE ARGS...`, or nothing.
+pub fn gdb_command_on<S: AsRef<OsStr>>(target: &[S], commands: &[&str]) -> Command {
+    let mut cmd = Command::new("gdb");
+    cmd.args(["-batch", "-nx", "-q"])
+        .env("MPIQ_LIB", libmpiq())
+        .arg("-ex")
+        .arg(format!("source {}", mpiq_py().display()));
+    for c in commands {
+        cmd.arg("-ex").arg(c);
+    }
+    cmd.args(target);
+    cmd
+}
+
+/// The command [`gdb`] runs (attached to `pid`), for tests and benchmarks
+/// that add to it or start it themselves.
+pub fn gdb_command(pid: u32, commands: &[&str]) -> Command {
+    crate::gdb::require_ptrace();
+    gdb_command_on(&["-p", &pid.to_string()], commands)
+}
+
+/// `gdb -batch -nx -p PID` running `source mpiq.py` and then `commands`,
+/// within [`DEFAULT_TIMEOUT`]. gdb detaches at the end; the process goes on.
 pub fn gdb(pid: u32, commands: &[&str]) -> Run {
     run(gdb_command(pid, commands))
 }
 
-/// The command [`gdb`] runs, for tests that need to start it themselves.
-pub fn gdb_command(pid: u32, commands: &[&str]) -> Command {
-    let mut cmd = Command::new("gdb");
-    cmd.args(["-batch", "-nx", "-q"])
-        .env("MPIQ_LIB", artifact("libmpiq.so"))
-        .arg("-ex")
-        .arg(format!(
-            "source {}",
-            workspace_root().join("gdb-python/mpiq.py").display()
-        ));
-    for c in commands {
-        cmd.arg("-ex").arg(c);
+impl Run {
+    /// Panics with the output if gdb printed a Python exception (the shim
+    /// must turn every failure into a gdb error).
+    pub fn assert_no_python_errors(&self) {
+        for bad in [
+            "Traceback",
+            "Python Exception",
+            "Exception ignored",
+            "Error occurred in Python",
+        ] {
+            assert!(
+                !self.stderr.contains(bad) && !self.stdout.contains(bad),
+                "{bad} in gdb's output:\n{self}"
+            );
+        }
     }
-    cmd.arg("-p").arg(pid.to_string());
-    cmd
 }
 
-/// `lldb-16 -b -p PID` loading the plugin and then running `commands`.
-pub fn lldb(pid: u32, commands: &[&str]) -> Run {
-    let mut cmd = Command::new("lldb-16");
+// --- lldb --------------------------------------------------------------------------------
+
+/// The lldb to drive: `$MPIQ_LLDB`, default `lldb-16`.
+pub fn lldb_binary() -> String {
+    std::env::var("MPIQ_LLDB")
+        .ok()
+        .filter(|l| !l.is_empty())
+        .unwrap_or_else(|| "lldb-16".into())
+}
+
+/// The plugin lldb loads: `$MPIQ_LLDB_PLUGIN` (which must exist), or the
+/// build's `libmpiq_lldb.so`.
+pub fn lldb_plugin() -> &'static Path {
+    static PLUGIN: OnceLock<PathBuf> = OnceLock::new();
+    PLUGIN.get_or_init(
+        || match std::env::var_os("MPIQ_LLDB_PLUGIN").filter(|p| !p.is_empty()) {
+            Some(path) => {
+                let path = PathBuf::from(path);
+                assert!(path.is_file(), "MPIQ_LLDB_PLUGIN={} does not exist", path.display());
+                path
+            }
+            None => artifact("libmpiq_lldb.so"),
+        },
+    )
+}
+
+/// `lldb -b --no-lldbinit` loading the plugin, then running `commands`
+/// (each an `-o`), on `target`: `-p PID`, `-c CORE EXE`, `EXE`,
+/// `-- EXE ARGS...`, or nothing. lldb detaches from an attached process
+/// when it quits, so the process goes on.
+pub fn lldb_command_on<S: AsRef<OsStr>>(target: &[S], commands: &[&str]) -> Command {
+    let mut cmd = Command::new(lldb_binary());
     cmd.args(["-b", "--no-lldbinit", "-o"])
-        .arg(format!("plugin load {}", artifact("libmpiq_lldb.so").display()));
+        .arg(format!("plugin load {}", lldb_plugin().display()));
     for c in commands {
         cmd.arg("-o").arg(c);
     }
-    cmd.arg("-p").arg(pid.to_string());
-    run(cmd)
+    cmd.args(target);
+    cmd
 }
 
-/// `mpiq ARGS...`.
-pub fn cli(args: &[&str]) -> Run {
+/// [`lldb_command_on`] that writes `commands` to the file `script` and
+/// runs them with `command source --stop-on-error false`, so that a failing
+/// command does not end the batch.
+pub fn lldb_command_sourcing<S: AsRef<OsStr>>(script: &Path, target: &[S], commands: &[&str]) -> Command {
+    std::fs::write(script, commands.join("\n") + "\n")
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", script.display()));
+    let source = format!("command source --stop-on-error false {}", script.display());
+    lldb_command_on(target, &[&source])
+}
+
+/// Runs an lldb command line ([`lldb_command_on`]) within `timeout`; fails
+/// the test if lldb crashed ("PLEASE submit a bug report").
+pub fn run_lldb(cmd: Command, timeout: Duration) -> Run {
+    let r = run_within(cmd, timeout);
+    assert!(!r.stderr.contains("PLEASE submit a bug report"), "lldb crashed:\n{r}");
+    r
+}
+
+/// lldb attached to `pid` (`-p PID`), loading the plugin and then running
+/// `commands`, within [`DEFAULT_TIMEOUT`].
+pub fn lldb(pid: u32, commands: &[&str]) -> Run {
+    crate::gdb::require_ptrace();
+    run_lldb(lldb_command_on(&["-p", &pid.to_string()], commands), DEFAULT_TIMEOUT)
+}
+
+impl Run {
+    /// The output of the lldb command `command` in an `lldb -b` run: the
+    /// lines after its `(lldb) command` echo, up to the next echoed command.
+    pub fn lldb_output_of(&self, command: &str) -> String {
+        let echo = format!("(lldb) {command}");
+        let mut lines = self.stdout.lines().skip_while(|l| *l != echo);
+        assert!(lines.next().is_some(), "`{command}` was not run:\n{self}");
+        lines
+            .take_while(|l| !l.starts_with("(lldb) "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The JSON snapshot the lldb command `command` printed (schema
+    /// checked).
+    pub fn lldb_json_of(&self, command: &str) -> Value {
+        let text = self.lldb_output_of(command);
+        let json = serde_json::from_str::<Value>(&text)
+            .unwrap_or_else(|e| panic!("`{command}` printed no JSON snapshot ({e}):\n{self}"));
+        assert_eq!(json["schema"], "mpiq.snapshot/1", "{json:#}");
+        json
+    }
+}
+
+// --- the CLI -----------------------------------------------------------------------------
+
+/// `mpiq ARGS...`, the build's CLI, as a command to add to or start.
+pub fn cli_command(args: &[&str]) -> Command {
     let mut cmd = Command::new(artifact("mpiq"));
     cmd.args(args);
-    run(cmd)
+    cmd
 }
+
+/// `mpiq ARGS...` within [`DEFAULT_TIMEOUT`].
+pub fn cli(args: &[&str]) -> Run {
+    run(cli_command(args))
+}
+
+// --- any of the three ----------------------------------------------------------------------
 
 /// The queue command of `fe` on process `pid` with `args` (e.g. `--json --all`).
 pub fn queues(fe: FrontEnd, pid: u32, args: &str) -> Run {
@@ -145,6 +252,7 @@ pub fn queues(fe: FrontEnd, pid: u32, args: &str) -> Run {
         FrontEnd::Gdb => gdb(pid, &[&format!("info mpi-queues {args}")]),
         FrontEnd::Lldb => lldb(pid, &[&format!("mpi queues {args}")]),
         FrontEnd::Cli => {
+            crate::gdb::require_ptrace();
             let pid = pid.to_string();
             let mut a = vec!["queues", "--pid", pid.as_str()];
             a.extend(args.split_whitespace());

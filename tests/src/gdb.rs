@@ -1,5 +1,7 @@
 use std::fs;
-use std::process::{Command, Output};
+use std::process::Command;
+
+use crate::run::{run, Run};
 
 /// Panics, loudly and with the reason, if this machine will not let us attach a debugger to
 /// a process that is not our child: Yama's `kernel.yama.ptrace_scope` (1 or 2 without
@@ -48,20 +50,20 @@ fn has_cap_sys_ptrace() -> bool {
         .is_some_and(|caps| caps & (1 << CAP_SYS_PTRACE) != 0)
 }
 
-/// Runs `gdb -batch -nx -p PID -ex CMD...` and returns its output. gdb detaches at the end,
-/// letting the process go on.
+/// Runs `gdb -batch -nx -p PID -ex CMD...` (within [`crate::run::DEFAULT_TIMEOUT`]) and
+/// returns its output. gdb detaches at the end, letting the process go on.
 ///
 /// # Panics
-/// If gdb cannot be run, or if it could not attach because ptrace was refused (with gdb's
-/// message).
-pub fn batch(pid: u32, commands: &[&str]) -> Output {
+/// If gdb cannot be run or times out, or if it could not attach because ptrace was refused
+/// (with gdb's message).
+pub fn batch(pid: u32, commands: &[&str]) -> Run {
     let mut cmd = Command::new("gdb");
     cmd.args(["-batch", "-nx", "-p"]).arg(pid.to_string());
     for c in commands {
         cmd.arg("-ex").arg(c);
     }
-    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let text = String::from_utf8_lossy(&output.stderr);
+    let output = run(cmd);
+    let text = &output.stderr;
     if text.contains("ptrace: Operation not permitted") {
         panic!(
             "gdb could not attach to {pid}: ptrace was refused ({}):\n{text}",
@@ -83,14 +85,8 @@ pub fn batch(pid: u32, commands: &[&str]) -> Output {
 /// If gdb cannot attach (see [`batch`]).
 pub fn print_c_string(pid: u32, expr: &str) -> Result<String, String> {
     let output = batch(pid, &[&format!("print {expr}")]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    parse_printed_string(&stdout).ok_or_else(|| {
-        format!(
-            "no string in gdb's output for `print {expr}` in {pid}:\n--- stdout ---\n{stdout}\
-             --- stderr ---\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    parse_printed_string(&output.stdout)
+        .ok_or_else(|| format!("no string in gdb's output for `print {expr}` in {pid}:\n{output}"))
 }
 
 /// Finds `$N = ... "text"` in gdb output and returns the text, with C escapes undone.

@@ -30,14 +30,17 @@ pub mod job;
 pub mod mpi;
 /// Process helpers over `/proc`: identity, state, descendants, leak checks.
 pub mod procs;
+/// Running a command with a timeout: the one [`run::Run`] result.
+pub mod run;
 
 pub use example::{build_example, Example};
 pub use job::{Job, JobBuilder, JobError, Output, Rank};
 pub use mpi::Mpi;
 pub use procs::{assert_all_gone, Proc};
+pub use run::Run;
 /// The queue contents each example documents, and a checker for snapshots.
 pub mod expect;
-/// Building the C fixtures in `tests/fixtures/`.
+/// Building the C fixtures in `tests/fixtures/`, work directories, fixture processes.
 pub mod fixtures;
 /// Driving gdb, lldb and the mpiq CLI from tests.
 pub mod frontends;

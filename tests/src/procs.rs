@@ -115,6 +115,33 @@ pub fn is_running(pid: u32) -> bool {
     }
 }
 
+/// Panics unless `pid` runs freely ([`is_running`]: not stopped, not in a
+/// tracing stop, not traced) within 5 s (the kernel may take a moment to
+/// resume a tracee whose tracer died); `what` says when, for the message.
+pub fn assert_free(pid: u32, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (s, t) = (state(pid), tracer_pid(pid));
+        if matches!(s, Some(c) if !matches!(c, 'T' | 't' | 'Z' | 'X' | 'x')) && t == Some(0) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: process {pid} is not running freely: state {s:?}, tracer {t:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The process a thread belongs to (`Tgid:` in `/proc/TID/status`).
+pub fn tgid(tid: u32) -> Option<u32> {
+    fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Every live process that descends from `root` (children, grandchildren, ...), found by
 /// following parent pids in `/proc/*/stat`; `root` itself is not included. A snapshot: a
 /// process reparented to init before the scan is missed.

@@ -11,6 +11,7 @@ use std::process::Command;
 
 use mpiq_tests::frontends::{artifact, cli};
 use mpiq_tests::procs::tracer_pid;
+use mpiq_tests::run::run;
 use mpiq_tests::{gdb, Example, Job, Mpi};
 
 /// Types and fields each MPI's debug library looks up (see
@@ -70,8 +71,7 @@ fn gdb_numbers(pid: u32, exprs: &[String]) -> Vec<Option<u64>> {
     }
     cmds.push("echo @@\\n".to_string());
     let refs: Vec<&str> = cmds.iter().map(String::as_str).collect();
-    let out = gdb::batch(pid, &refs);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = gdb::batch(pid, &refs).stdout;
     let chunks: Vec<&str> = text.split("@@\n").skip(1).collect();
     assert!(chunks.len() >= exprs.len(), "gdb said:\n{text}");
     chunks[..exprs.len()]
@@ -266,13 +266,8 @@ fn core_file_of_a_rank() {
     let dir = std::env::temp_dir().join(format!("mpiq-cli-core-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let prefix = dir.join("core");
-    let out = Command::new("gcore")
-        .arg("-o")
-        .arg(&prefix)
-        .arg(pid.to_string())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "gcore: {}", String::from_utf8_lossy(&out.stderr));
+    let out = run(Command::new("gcore").arg("-o").arg(&prefix).arg(pid.to_string()));
+    assert!(out.success, "gcore:\n{out}");
     let core = dir.join(format!("core.{pid}"));
     let live = cli(&["queues", "--pid", &pid.to_string(), "--json", "--all"])
         .json()
@@ -373,15 +368,13 @@ fn refuses_clearly_without_ptrace_permission() {
     let copy = std::env::temp_dir().join(format!("mpiq-nobody-{}", std::process::id()));
     std::fs::copy(&mpiq, &copy).unwrap();
     let job = Job::start(Mpi::Mpich, Example::Ring, 2, &[]);
-    let out = Command::new("setpriv")
+    let out = run(Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&copy)
-        .args(["queues", "--pid", &job.pid_of(0).to_string()])
-        .output()
-        .unwrap();
+        .args(["queues", "--pid", &job.pid_of(0).to_string()]));
     let _ = std::fs::remove_file(&copy);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = &out.stderr;
+    assert_eq!(out.code(), Some(1), "{err}");
     assert!(err.contains("not permitted"), "{err}");
     assert!(err.contains("ptrace_scope") && err.contains("CAP_SYS_PTRACE"), "{err}");
     assert_released(job.pid_of(0));

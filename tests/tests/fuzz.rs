@@ -15,6 +15,10 @@
 //!   random subset of pages (unmapped memory), or symbol/type lookups;
 //! * is interrupted at the N-th read (Ctrl-C).
 //!
+//! The mutations and faults are injected by the bridge's test kit
+//! (`mpiq::testkit::Faulty` in front of the replay), and every random
+//! choice comes from its `Rng` (SplitMix64), so a seed is the whole case.
+//!
 //! First come systematic cases (up to 150 "hot" pointer words per recording
 //! — near the MPI's symbols, the communicators and what they point at — each
 //! set to itself, NULL, the next word and 16 bytes back), then random ones.
@@ -51,10 +55,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use mpiq::record::{Recording, RecordingFile, Replay};
-use mpiq::{
-    ByteOrder, DumpOptions, Format, ProcessDescription, ProcessSnapshot, Snapshot, Target, TargetError, TypeId,
-    TypeSizes,
-};
+use mpiq::testkit::{mix, Faults, Faulty, Rng, Tally};
+use mpiq::{DumpOptions, Format, ProcessSnapshot, Snapshot};
 use mpiq_tests::frontends::{artifact, artifacts_dir, cli};
 use mpiq_tests::{gdb, Example, Job, Mpi};
 
@@ -65,36 +67,6 @@ const HELPER_TIMEOUT_MS: u64 = 2000;
 /// The per-queue operation limit in the fuzz runs (a looping list hits it
 /// quickly instead of after the default 100,000).
 const FUZZ_MAX_OPERATIONS: &str = "5000";
-
-// --- a small deterministic PRNG (SplitMix64) ---------------------------------------------
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix(self.0)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-    fn chance(&mut self, per_mille: u64) -> bool {
-        self.below(1000) < per_mille
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
-
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 // --- the recorded dumps ----------------------------------------------------------------
 
@@ -284,152 +256,15 @@ fn build_source(name: &str, mpi: Mpi, file: RecordingFile, live: ProcessSnapshot
 
 // --- one case ----------------------------------------------------------------------------
 
-/// What to do to the target in one case.
+/// What to do to the target in one case: the faults the testkit's
+/// injector ([`Faulty`]) puts in front of the replay, and how the library
+/// is found.
 #[derive(Clone, Debug, Default)]
 struct Plan {
-    /// Bytes written over recorded memory: (address, bytes).
-    patches: Vec<(u64, Vec<u8>)>,
-    /// Every read from this one on (1-based) fails.
-    fail_from: Option<u64>,
-    /// Each page fails (always) with this probability, in 1/1000.
-    page_fail_per_mille: u64,
-    /// Each lookup fails with this probability, in 1/1000.
-    lookup_fail_per_mille: u64,
-    /// The read with this number (1-based) is interrupted, and every later one.
-    interrupt_at: Option<u64>,
-    /// Seed of the per-page and per-lookup decisions.
-    salt: u64,
+    /// Mutated bytes, failing reads and lookups, an interruption.
+    faults: Faults,
     /// Name the library with --dll (else the target's MPIR_dll_name etc.).
     user_dll: bool,
-}
-
-/// What the target saw.
-#[derive(Clone, Copy, Debug, Default)]
-struct Tally {
-    reads: u64,
-    failed_reads: u64,
-    /// Failed reads smaller than a page: the bridge's cache reads blocks and
-    /// pages first and falls back to the library's own small read, so only
-    /// these (and the discovery's small reads) are failures the library or
-    /// the discovery actually sees.
-    seen_failures: u64,
-    failed_lookups: u64,
-    interrupted: bool,
-}
-
-/// The bridge's cache page.
-const PAGE: u64 = 4096;
-
-/// A replay with mutations and injected failures.
-struct FuzzTarget<'a> {
-    replay: Replay,
-    plan: &'a Plan,
-    tally: Tally,
-    lookups: u64,
-}
-
-impl FuzzTarget<'_> {
-    /// Whether the lookup `what` fails: decided once per question, so that
-    /// asking again (the front end answers known questions before starting
-    /// the helper, and leaves a failed one to the helper) fails again.
-    fn lookup_fails(&mut self, what: &str) -> Result<(), TargetError> {
-        self.lookups += 1;
-        let key = what.bytes().fold(self.plan.salt, |h, b| mix(h ^ u64::from(b)));
-        if self.plan.lookup_fail_per_mille > 0 && key % 1000 < self.plan.lookup_fail_per_mille {
-            self.tally.failed_lookups += 1;
-            if std::env::var_os("MPIQ_FUZZ_DEBUG").is_some() {
-                eprintln!("fuzz: lookup {what} failed (injected)");
-            }
-            return Err(TargetError::Host(format!("injected failure of {what}")));
-        }
-        Ok(())
-    }
-}
-
-impl Target for FuzzTarget<'_> {
-    fn describe(&self) -> ProcessDescription {
-        self.replay.describe()
-    }
-
-    fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-        self.tally.reads += 1;
-        let n = self.tally.reads;
-        if self.plan.interrupt_at.is_some_and(|i| n >= i) {
-            self.tally.interrupted = true;
-            return Err(TargetError::Interrupted);
-        }
-        let len = buf.len() as u64;
-        let page_fails = self.plan.page_fail_per_mille > 0
-            && (addr >> 12..=(addr + len.max(1) - 1) >> 12)
-                .any(|p| mix(self.plan.salt ^ p) % 1000 < self.plan.page_fail_per_mille);
-        let seen = u64::from(len < PAGE);
-        if self.plan.fail_from.is_some_and(|f| n >= f) || page_fails {
-            self.tally.failed_reads += 1;
-            self.tally.seen_failures += seen;
-            return Err(TargetError::Unreadable {
-                addr,
-                len,
-                reason: "injected failure".into(),
-            });
-        }
-        if let Err(e) = self.replay.read_memory(addr, buf) {
-            if seen == 1 && std::env::var_os("MPIQ_FUZZ_DEBUG").is_some() {
-                eprintln!("fuzz: read {addr:#x}+{len} failed: {e}");
-            }
-            self.tally.failed_reads += 1;
-            self.tally.seen_failures += seen;
-            return Err(e);
-        }
-        for (at, bytes) in &self.plan.patches {
-            let (s, e) = (*at, *at + bytes.len() as u64);
-            if s < addr + len && e > addr {
-                for (i, b) in bytes.iter().enumerate() {
-                    let a = at + i as u64;
-                    if a >= addr && a < addr + len {
-                        buf[(a - addr) as usize] = *b;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        self.lookup_fails(name)?;
-        self.replay.find_symbol(name)
-    }
-
-    fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        self.lookup_fails(name)?;
-        self.replay.find_function(name)
-    }
-
-    fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
-        self.lookup_fails(name)?;
-        self.replay.find_type(name)
-    }
-
-    fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
-        self.lookup_fails(&format!("{}.{field}", ty.0))?;
-        self.replay.field_offset(ty, field)
-    }
-
-    fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
-        self.lookup_fails(&format!("sizeof {}", ty.0))?;
-        self.replay.size_of(ty)
-    }
-
-    fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-        self.replay.type_sizes()
-    }
-
-    fn byte_order(&mut self) -> ByteOrder {
-        self.replay.byte_order()
-    }
-
-    fn world_rank(&mut self) -> Option<i32> {
-        self.replay.world_rank()
-    }
 }
 
 type Outcome = Result<Result<ProcessSnapshot, mpiq::Interrupted>, String>;
@@ -437,12 +272,11 @@ type Outcome = Result<Result<ProcessSnapshot, mpiq::Interrupted>, String>;
 /// Runs the real library of `src` in the helper against the planned target.
 fn run_plan(src: &Source, plan: &Plan, user_dll: bool) -> (Outcome, Tally) {
     let replay = Replay::new(src.recording.clone()).expect("a valid recording");
-    let mut target = FuzzTarget {
-        replay,
-        plan,
-        tally: Tally::default(),
-        lookups: 0,
+    let faults = Faults {
+        log: std::env::var_os("MPIQ_FUZZ_DEBUG").is_some(),
+        ..plan.faults.clone()
     };
+    let mut target = Faulty::new(replay, faults);
     let opts = DumpOptions {
         dll: user_dll.then(|| src.mpi.debug_library()),
         timeout_ms: Some(HELPER_TIMEOUT_MS),
@@ -497,16 +331,23 @@ fn plan(src: &Source, seed: u64) -> Plan {
             _ => at - 16,
         };
         return Plan {
-            patches: vec![(at, new.to_le_bytes().to_vec())],
+            faults: Faults {
+                patches: vec![(at, new.to_le_bytes().to_vec())],
+                ..Faults::default()
+            },
             user_dll: seed & 1 == 0,
-            ..Plan::default()
         };
     }
     let mut rng = Rng(seed);
+    // (In this order: the salt is the first number of the seed.)
+    let salt = rng.next_u64();
+    let user_dll = rng.chance(500);
     let mut p = Plan {
-        salt: rng.next(),
-        user_dll: rng.chance(500),
-        ..Plan::default()
+        faults: Faults {
+            salt,
+            ..Faults::default()
+        },
+        user_dll,
     };
     let kind = rng.below(100);
     let mutate = kind < 60;
@@ -514,15 +355,15 @@ fn plan(src: &Source, seed: u64) -> Plan {
     if mutate {
         let n = 1 + rng.below(3) + if rng.chance(300) { rng.below(6) } else { 0 };
         for _ in 0..n {
-            p.patches.push(mutation(src, &mut rng));
+            p.faults.patches.push(mutation(src, &mut rng));
         }
     }
     if faults {
         match rng.below(10) {
-            0..=3 => p.fail_from = Some(1 + rng.below(src.baseline_reads + 2)),
-            4..=6 => p.page_fail_per_mille = 30 + rng.below(500),
-            7..=8 => p.lookup_fail_per_mille = 5 + rng.below(150),
-            _ => p.interrupt_at = Some(1 + rng.below(src.baseline_reads + 1)),
+            0..=3 => p.faults.fail_from = Some(1 + rng.below(src.baseline_reads + 2)),
+            4..=6 => p.faults.page_fail_per_mille = 30 + rng.below(500),
+            7..=8 => p.faults.lookup_fail_per_mille = 5 + rng.below(150),
+            _ => p.faults.interrupt_at = Some(1 + rng.below(src.baseline_reads + 1)),
         }
     }
     p
@@ -566,7 +407,7 @@ fn mutation(src: &Source, rng: &mut Rng) -> (u64, Vec<u8>) {
                 5 => pointer_at(rng),                 // at another pointer
                 6 => 0,
                 _ => {
-                    let (r, bit) = (rng.next(), 1 << rng.below(48));
+                    let (r, bit) = (rng.next_u64(), 1 << rng.below(48));
                     *rng.pick(&[u64::MAX, 1, 0xdead_beef, r, old ^ bit])
                 }
             };
@@ -575,14 +416,14 @@ fn mutation(src: &Source, rng: &mut Rng) -> (u64, Vec<u8>) {
         // A word (count, size, rank, flag) replaced by an extreme.
         45..=64 => {
             let at = word_at(rng);
-            let r = rng.next();
+            let r = rng.next_u64();
             let v: u64 = *rng.pick(&[0, 1, u64::MAX, i64::MAX as u64, 1 << 31, 0xffff_ffff, 1 << 40, r]);
             (at, v.to_le_bytes().to_vec())
         }
         // A 32-bit int (a rank, a tag, a count) replaced by an extreme.
         65..=79 => {
             let at = word_at(rng) + 4 * rng.below(2);
-            let r = rng.next() as u32;
+            let r = rng.next_u64() as u32;
             let v: u32 = *rng.pick(&[0, 1, u32::MAX, i32::MAX as u32, 1 << 31, 65536, 4096, r]);
             (at, v.to_le_bytes().to_vec())
         }

@@ -10,150 +10,42 @@
 //! with `cargo build --release`), or `$MPIQ_LIB`.
 
 use std::ffi::OsStr;
-use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use mpiq_tests::fixtures::{endless_reader_at, WorkDir};
+use mpiq_tests::frontends::{gdb_command_on, libmpiq, mpiq_py, workspace_root};
 use mpiq_tests::job::SCRUBBED_ENV_PREFIXES;
+use mpiq_tests::run::{run_within, spawn, Run};
 use mpiq_tests::{gdb, Example, Job, Mpi};
 
 /// How long one gdb run may take.
 const GDB_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+/// Whatever else happened, no Python exception may escape the shim: fails
+/// the test if gdb printed one, else returns the run.
+fn checked(run: Run) -> Run {
+    run.assert_no_python_errors();
+    run
 }
 
-fn mpiq_py() -> PathBuf {
-    workspace().join("gdb-python/mpiq.py")
-}
-
-/// The libmpiq.so to test: `$MPIQ_LIB`, or the one next to this test's
-/// profile directory (`target/<profile>/deps/gdb-HASH` -> `target/<profile>`).
-fn libmpiq() -> PathBuf {
-    if let Some(p) = std::env::var_os("MPIQ_LIB") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
-    let lib = profile_dir.join("libmpiq.so");
-    assert!(
-        lib.is_file(),
-        "{} does not exist: build it first (`cargo build --release` for `cargo test --release`), \
-         or set MPIQ_LIB",
-        lib.display()
-    );
-    lib
-}
-
-/// A temporary directory for this test, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("mpiq-gdb-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-/// What one gdb run printed.
-struct Gdb {
-    stdout: String,
-    stderr: String,
-    success: bool,
-}
-
-impl Gdb {
-    fn new(output: Output) -> Gdb {
-        let g = Gdb {
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-            success: output.status.success(),
-        };
-        // Whatever else happened, no Python exception may escape the shim.
-        for bad in [
-            "Traceback",
-            "Python Exception",
-            "Exception ignored",
-            "Error occurred in Python",
-        ] {
-            assert!(
-                !g.stderr.contains(bad) && !g.stdout.contains(bad),
-                "{bad} in gdb's output:\n{g}"
-            );
-        }
-        g
-    }
-
-    fn assert_stdout(&self, needle: &str) {
-        assert!(self.stdout.contains(needle), "`{needle}` not in gdb's stdout:\n{self}");
-    }
-
-    fn assert_stderr(&self, needle: &str) {
-        assert!(self.stderr.contains(needle), "`{needle}` not in gdb's stderr:\n{self}");
-    }
-}
-
-impl std::fmt::Display for Gdb {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "--- stdout ---\n{}--- stderr ---\n{}--- end ---",
-            self.stdout, self.stderr
-        )
-    }
-}
-
-/// `gdb -batch -nx -ex 'source mpiq.py' -ex CMD... TAIL...` with `MPIQ_LIB` set.
+/// `gdb -batch -nx -ex 'source mpiq.py' -ex CMD... TAIL...` with `MPIQ_LIB`
+/// set ([`libmpiq`]).
 fn gdb_command(commands: &[&str], tail: &[&OsStr]) -> Command {
-    let mut cmd = Command::new("gdb");
-    cmd.env("MPIQ_LIB", libmpiq()).args(["-batch", "-nx", "-ex"]);
-    cmd.arg(format!("source {}", mpiq_py().display()));
-    for c in commands {
-        cmd.arg("-ex").arg(c);
-    }
-    cmd.args(tail)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd
+    gdb_command_on(tail, commands)
 }
 
-/// Waits for `child`, killing it and everything it started (the ranks'
-/// debuggers, the ranks, mpiq's helpers) after `timeout`.
-fn wait(mut child: std::process::Child, timeout: Duration, what: &str) -> Output {
-    let deadline = Instant::now() + timeout;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() >= deadline {
-            for p in mpiq_tests::procs::descendants(child.id()) {
-                p.kill();
-            }
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("wait");
-            panic!("{what} did not finish within {timeout:?}:\n{}", Gdb::new(out));
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().expect("wait_with_output")
-}
-
-fn run_gdb(commands: &[&str], tail: &[&OsStr]) -> Gdb {
-    let child = gdb_command(commands, tail).spawn().expect("cannot run gdb");
-    Gdb::new(wait(child, GDB_TIMEOUT, "gdb"))
+/// Runs gdb (see [`gdb_command`]) within [`GDB_TIMEOUT`]; after it, gdb is
+/// killed with everything it started (the ranks' debuggers, the ranks,
+/// mpiq's helpers) and the test fails.
+fn run_gdb(commands: &[&str], tail: &[&OsStr]) -> Run {
+    checked(run_within(gdb_command(commands, tail), GDB_TIMEOUT))
 }
 
 /// gdb attached to `pid` (`-p PID`), running `commands` after sourcing mpiq.py.
-fn attach(pid: u32, commands: &[&str]) -> Gdb {
+fn attach(pid: u32, commands: &[&str]) -> Run {
     gdb::require_ptrace();
     let pid = pid.to_string();
     run_gdb(commands, &[OsStr::new("-p"), OsStr::new(&pid)])
@@ -241,15 +133,12 @@ fn selftest(mpi: Mpi) {
     let job = ring(mpi);
     gdb::require_ptrace();
     let pid = job.pid_of(0).to_string();
-    let script = workspace().join("gdb-python/selftest.py");
+    let script = workspace_root().join("gdb-python/selftest.py");
     let mut cmd = Command::new("gdb");
     cmd.args(["-batch", "-nx", "-ex"])
         .arg(format!("source {}", script.display()))
-        .args(["-p", &pid])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let g = Gdb::new(wait(cmd.spawn().expect("gdb"), GDB_TIMEOUT, "selftest"));
+        .args(["-p", &pid]);
+    let g = checked(run_within(cmd, GDB_TIMEOUT));
     assert!(g.success && !g.stdout.contains("FAIL"), "selftest failed:\n{g}");
     g.assert_stdout("checks passed");
 }
@@ -319,7 +208,7 @@ fn stripped_openmpi_loads_its_debug_library() {
 // --- A core file ---------------------------------------------------------------------
 
 /// The JSON snapshot in gdb's stdout (from a line "{" to a line "}").
-fn snapshot_json(g: &Gdb) -> &str {
+fn snapshot_json(g: &Run) -> &str {
     let start = g.stdout.find("{\n").unwrap_or_else(|| panic!("no JSON:\n{g}"));
     let len = g.stdout[start..]
         .find("\n}\n")
@@ -330,8 +219,8 @@ fn snapshot_json(g: &Gdb) -> &str {
 #[test]
 fn core_file_matches_live_process() {
     let job = ring(Mpi::OpenMpi);
-    let dir = TempDir::new("core");
-    let core = dir.0.join("rank0.core");
+    let dir = WorkDir::new("gdb-core");
+    let core = dir.path("rank0.core");
     let live = attach(
         job.pid_of(0),
         &[&format!("gcore {}", core.display()), "info mpi-queues --json"],
@@ -357,16 +246,16 @@ fn core_file_matches_live_process() {
 fn started_under_gdb(mpi: Mpi) {
     let exe = mpiq_tests::build_example(mpi, Example::Ring);
     let mpiq = format!("source {}", mpiq_py().display());
-    let dir = TempDir::new(&format!("under-gdb-{mpi:?}"));
+    let dir = WorkDir::new(&format!("gdb-under-gdb-{mpi:?}"));
     // `$PPID` in gdb's shell is that gdb: one file per rank.
     let dump = format!(
         "pipe info mpi-queues | cat > {d}/dump.$PPID.txt; touch {d}/done.$PPID",
-        d = dir.0.display()
+        d = dir.root().display()
     );
     // Both ranks must dump before either dies: a dead rank takes the job down.
     let barrier = format!(
         "shell i=0; while [ $(ls {d} | grep -c '^done') -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done",
-        d = dir.0.display()
+        d = dir.root().display()
     );
     let args: Vec<&OsStr> = [
         "-batch",
@@ -399,10 +288,9 @@ fn started_under_gdb(mpi: Mpi) {
         }
     }
     cmd.env("MPIQ_LIB", libmpiq()).env("MPIQ_EXAMPLE_LIFETIME", "120");
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let g = Gdb::new(wait(cmd.spawn().expect("starter"), GDB_TIMEOUT, "the job under gdb"));
+    let g = checked(run_within(cmd, GDB_TIMEOUT));
     let mut dumps = String::new();
-    for entry in std::fs::read_dir(&dir.0).expect("the dump directory").flatten() {
+    for entry in std::fs::read_dir(dir.root()).expect("the dump directory").flatten() {
         if entry.file_name().to_string_lossy().starts_with("dump.") {
             dumps += &std::fs::read_to_string(entry.path()).expect("a dump file");
         }
@@ -466,7 +354,7 @@ fn refuses_without_a_stopped_process() {
 fn says_how_to_build_a_missing_library() {
     let mut cmd = gdb_command(&["info mpi-queues", "help info mpi-queues"], &[]);
     cmd.env("MPIQ_LIB", "/nonexistent/libmpiq.so");
-    let g = Gdb::new(wait(cmd.spawn().expect("gdb"), GDB_TIMEOUT, "gdb"));
+    let g = checked(run_within(cmd, GDB_TIMEOUT));
     g.assert_stderr("libmpiq.so not found");
     g.assert_stderr("cargo build --release");
     g.assert_stdout("--inferiors");
@@ -510,53 +398,36 @@ fn dll_path_setting() {
 
 // --- Ctrl-C ---------------------------------------------------------------------------
 
-/// A debug library that reads unreadable memory (a new low page each time,
-/// so that no cache can answer) in a loop until the error it gets changes
-/// (to mpiq's "interrupted"), 60 s at most. It creates the file named by
-/// MARKER when the loop starts.
-const ENDLESS_READER: &str = include_str!("../fixtures/endless_reader.c");
-
+/// `fixtures/endless_reader.c`: a debug library that reads unreadable memory
+/// (a new low page each time, so that no cache can answer) in a loop until
+/// the error it gets changes (to mpiq's "interrupted"), 60 s at most. It
+/// creates the marker file when the loop starts.
 #[test]
 fn ctrl_c_stops_a_dump() {
-    let dir = TempDir::new("ctrl-c");
-    let source = dir.0.join("endless.c");
-    let lib = dir.0.join("libendless.so");
-    let marker = dir.0.join("looping");
-    fs::write(&source, ENDLESS_READER).expect("write fixture");
-    let status = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(format!("-DMARKER=\"{}\"", marker.display()))
-        .arg(&source)
-        .status()
-        .expect("cc");
-    assert!(status.success(), "cannot build the endless reader");
+    let dir = WorkDir::new("gdb-ctrl-c");
+    let lib = dir.path("libendless.so");
+    let marker = dir.path("looping");
+    endless_reader_at(&lib, &marker);
 
     let job = ring(Mpi::Mpich);
     gdb::require_ptrace();
     let pid = job.pid_of(0).to_string();
-    let child = gdb_command(
+    let child = spawn(gdb_command(
         &[
             &format!("info mpi-queues --dll {}", lib.display()),
             "echo AFTER\\n",
             "info mpi-queues",
         ],
         &[OsStr::new("-p"), OsStr::new(&pid)],
-    )
-    .spawn()
-    .expect("gdb");
+    ));
     let deadline = Instant::now() + Duration::from_secs(60);
     while !marker.exists() {
         assert!(Instant::now() < deadline, "the endless reader never started");
         thread::sleep(Duration::from_millis(50));
     }
     thread::sleep(Duration::from_millis(500)); // well inside the loop of callbacks
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(kill.success());
-    let g = Gdb::new(wait(child, GDB_TIMEOUT, "gdb after Ctrl-C"));
+    child.signal("INT");
+    let g = checked(child.wait_within(GDB_TIMEOUT));
     assert!(
         g.stderr.lines().any(|l| l.starts_with("interrupted")),
         "no `interrupted` error:\n{g}"

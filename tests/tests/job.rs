@@ -16,8 +16,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use mpiq_tests::fixtures::{self, Compiler};
-use mpiq_tests::frontends::artifact;
+use mpiq_tests::frontends::cli_command;
 use mpiq_tests::procs::{self, tracer_pid, Proc};
+use mpiq_tests::run::{run, Run};
 use mpiq_tests::{gdb, Example, Job, Mpi};
 use serde_json::Value;
 
@@ -26,41 +27,14 @@ const EXIT_DEADLOCK: i32 = 3;
 /// Exit status of `mpiq` when the analysis is inconclusive.
 const EXIT_UNKNOWN: i32 = 4;
 
-/// What one `mpiq` run printed, and its exit status.
-struct Mpiq {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+/// `mpiq ARGS...` with `env` set, within the default timeout.
+fn mpiq_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = cli_command(args);
+    cmd.envs(env.iter().copied());
+    run(cmd)
 }
 
-impl Mpiq {
-    fn all(&self) -> String {
-        format!(
-            "--- exit {:?} ---\n--- stdout ---\n{}--- stderr ---\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", self.all()))
-    }
-}
-
-fn mpiq_env(args: &[&str], env: &[(&str, &str)]) -> Mpiq {
-    let mut cmd = Command::new(artifact("mpiq"));
-    cmd.args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run mpiq");
-    Mpiq {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn mpiq(args: &[&str]) -> Mpiq {
+fn mpiq(args: &[&str]) -> Run {
     mpiq_env(args, &[])
 }
 
@@ -122,19 +96,9 @@ fn gcore_all(job: &Job, dir: &Path) -> Vec<PathBuf> {
     job.ranks()
         .iter()
         .map(|r| {
-            let out = Command::new("gcore")
-                .arg("-o")
-                .arg(&prefix)
-                .arg(r.pid.to_string())
-                .output()
-                .expect("run gcore");
+            let out = run(Command::new("gcore").arg("-o").arg(&prefix).arg(r.pid.to_string()));
             let core = dir.join(format!("core.{}", r.pid));
-            assert!(
-                out.status.success() && core.is_file(),
-                "gcore {}: {}",
-                r.pid,
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert!(out.success && core.is_file(), "gcore {}:\n{out}", r.pid);
             core
         })
         .collect()
@@ -148,8 +112,8 @@ fn deadlock(mpi: Mpi) {
 
     // Two samples (the default), JSON.
     let r = mpiq(&["job", "--starter", &starter, "--json"]);
-    assert_eq!(r.code, Some(EXIT_DEADLOCK), "{}", r.all());
-    let live = r.json();
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
+    let live = r.json_exact();
     assert_eq!(live["schema"], "mpiq.snapshot/1");
     assert_eq!(live["processes"].as_array().unwrap().len() as i64, n, "{live:#}");
     assert_deadlock_cycle(&live, n, &format!("{mpi} live"));
@@ -166,7 +130,7 @@ fn deadlock(mpi: Mpi) {
 
     // The text view: the queues, then the verdict in plain words.
     let r = mpiq(&["job", "--starter", &starter, "--samples", "1"]);
-    assert_eq!(r.code, Some(EXIT_DEADLOCK), "{}", r.all());
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
     let analysis_at = r
         .stdout
         .find("Deadlock analysis: DEADLOCK")
@@ -185,10 +149,10 @@ fn deadlock(mpi: Mpi) {
     let rec = dir.0.join("job.rec");
     let rec = rec.to_str().unwrap();
     let r = mpiq(&["job", "--starter", &starter, "--samples", "1", "--record", rec]);
-    assert_eq!(r.code, Some(EXIT_DEADLOCK), "{}", r.all());
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
     let r = mpiq(&["replay", rec, "--json"]);
-    assert_eq!(r.code, Some(EXIT_DEADLOCK), "{}", r.all());
-    assert_deadlock_cycle(&r.json(), n, &format!("{mpi} replay"));
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
+    assert_deadlock_cycle(&r.json_exact(), n, &format!("{mpi} replay"));
 
     // Core files of every rank: the same verdict and cycle.
     let cores = gcore_all(&job, &dir.0);
@@ -200,8 +164,8 @@ fn deadlock(mpi: Mpi) {
     args.push("--json".into());
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let r = mpiq(&argv);
-    assert_eq!(r.code, Some(EXIT_DEADLOCK), "{}", r.all());
-    let dead = r.json();
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
+    let dead = r.json_exact();
     assert_deadlock_cycle(&dead, n, &format!("{mpi} cores"));
     assert_eq!(dead["analysis"]["verdict"], live["analysis"]["verdict"]);
     assert_eq!(dead["analysis"]["cycles"], live["analysis"]["cycles"]);
@@ -232,14 +196,14 @@ fn slow_control(mpi: Mpi) {
     for &pid in &pids {
         assert_released(pid);
     }
-    assert_ne!(r.code, Some(EXIT_DEADLOCK), "{}", r.all());
-    let v = r.json();
+    assert_ne!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
+    let v = r.json_exact();
     let a = &v["analysis"];
     assert_ne!(a["verdict"], "deadlock", "{a:#}");
     assert_eq!(a["cycles"], serde_json::json!([]), "{a:#}");
     // Every rank was read in both samples: the evidence supports "no deadlock".
     assert_eq!(a["verdict"], "no_deadlock", "{a:#}");
-    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert_eq!(r.code(), Some(0), "{}", r.all());
     // The control job runs to completion by itself.
     let status = job.wait_exit(Duration::from_secs(60));
     assert!(status.success(), "{status}\n{}", job.output());
@@ -263,18 +227,18 @@ fn a_rank_not_read_makes_the_verdict_unknown() {
     let job = Job::builder(Mpi::Mpich, Example::Deadlock).start();
     let (a, b) = (job.pid_of(0).to_string(), job.pid_of(1).to_string());
     let r = mpiq(&["queues", "--pid", &a, "--pid", &b, "--json"]);
-    assert_eq!(r.code, Some(EXIT_UNKNOWN), "{}", r.all());
-    let v = r.json();
+    assert_eq!(r.code(), Some(EXIT_UNKNOWN), "{}", r.all());
+    let v = r.json_exact();
     assert_eq!(v["analysis"]["verdict"], "unknown", "{v:#}");
     assert_eq!(v["analysis"]["unknown_ranks"], serde_json::json!([2]), "{v:#}");
     // --no-analysis: the queues only, exit 0.
     let r = mpiq(&["queues", "--pid", &a, "--pid", &b, "--json", "--no-analysis"]);
-    assert_eq!(r.code, Some(0), "{}", r.all());
-    assert!(r.json().get("analysis").is_none());
+    assert_eq!(r.code(), Some(0), "{}", r.all());
+    assert!(r.json_exact().get("analysis").is_none());
     // One pid: the snapshot exactly as gdb's, no analysis.
     let r = mpiq(&["queues", "--pid", &a, "--json"]);
-    assert_eq!(r.code, Some(0), "{}", r.all());
-    assert!(r.json().get("analysis").is_none());
+    assert_eq!(r.code(), Some(0), "{}", r.all());
+    assert!(r.json_exact().get("analysis").is_none());
 }
 
 #[test]
@@ -284,7 +248,7 @@ fn formats_dot_csv_and_svg() {
     let starter = job.starter_pid().to_string();
 
     let r = mpiq(&["job", "--starter", &starter, "--format", "dot", "--samples", "1"]);
-    assert_eq!(r.code, Some(EXIT_DEADLOCK), "{}", r.all());
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
     assert!(r.stdout.starts_with("digraph mpiq_waits {"), "{}", r.all());
     for (a, b) in [(0, 1), (1, 2), (2, 0)] {
         assert!(r.stdout.contains(&format!("r{a} -> r{b} [")), "{}", r.all());
@@ -293,7 +257,7 @@ fn formats_dot_csv_and_svg() {
     assert!(r.stdout.trim_end().ends_with('}'), "{}", r.all());
 
     let r = mpiq(&["job", "--starter", &starter, "--format", "csv", "--samples", "1"]);
-    assert_eq!(r.code, Some(EXIT_DEADLOCK), "{}", r.all());
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
     let lines: Vec<&str> = r.stdout.lines().collect();
     assert_eq!(lines[0], "from,to,kind,op,communicator,tag,wait", "{}", r.all());
     let mut rows = lines[1..].to_vec();
@@ -320,7 +284,7 @@ fn formats_dot_csv_and_svg() {
         "--svg",
         svg.to_str().unwrap(),
     ]);
-    assert_eq!(r.code, Some(EXIT_DEADLOCK), "{}", r.all());
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
     assert!(r.stdout.contains("Deadlock analysis: DEADLOCK"), "{}", r.all());
     let text = std::fs::read_to_string(&svg).unwrap_or_else(|e| panic!("{}: {e}\n{}", svg.display(), r.all()));
     assert!(text.contains("<svg") && text.contains("rank 2"), "{text}");
@@ -334,7 +298,7 @@ fn formats_dot_csv_and_svg() {
         &["job", "--starter", &starter, "--svg", other.to_str().unwrap()],
         &[("PATH", empty.to_str().unwrap())],
     );
-    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert_eq!(r.code(), Some(1), "{}", r.all());
     assert!(
         r.stderr.contains("graphviz") && r.stderr.contains("`dot`"),
         "{}",
@@ -344,9 +308,9 @@ fn formats_dot_csv_and_svg() {
 
     // Usage errors exit 2.
     let r = mpiq(&["job", "--starter", &starter, "--format", "csv", "--json"]);
-    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert_eq!(r.code(), Some(2), "{}", r.all());
     let r = mpiq(&["job", "--starter", &starter, "--samples", "3"]);
-    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert_eq!(r.code(), Some(2), "{}", r.all());
     for rank in job.ranks() {
         assert_released(rank.pid);
     }
@@ -452,11 +416,11 @@ fn a_starter_with_only_an_mpi2dd_proctable_is_followed() {
     gdb::require_ptrace();
     let starter = Mpi2ddStarter::start(Example::Deadlock, 3);
     let r = mpiq(&["job", "--starter", &starter.pid().to_string(), "--json", "-v"]);
-    assert_eq!(r.code, Some(EXIT_DEADLOCK), "{}", r.all());
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
     // Through the proctable, not the fallback over the starter's children.
     assert!(r.stderr.contains("MPI2DD_info of"), "{}", r.all());
     assert!(!r.stderr.contains("started under it instead"), "{}", r.all());
-    let v = r.json();
+    let v = r.json_exact();
     let procs = v["processes"].as_array().unwrap();
     assert_eq!(procs.len(), 3, "{v:#}");
     // The table lists the ranks in reverse order: the world ranks come from
@@ -491,7 +455,7 @@ fn named_comms(mpi: Mpi) {
     let job = Job::builder(mpi, Example::NamedComms).start();
     let starter = job.starter_pid().to_string();
     let r = mpiq(&["job", "--starter", &starter, "--json"]);
-    let v = r.json();
+    let v = r.json_exact();
     let source = if mpi.is_open_mpi() { "library" } else { "inferred" };
     for (name, ranks, members) in [
         ("solver", vec![0, 1, 2, 3], vec![0, 1, 2, 3]),
@@ -568,8 +532,8 @@ fn sessions_communicator_takes_part_mpich() {
     let job = Job::builder(Mpi::Mpich, Example::Sessions).start();
     let n = job.nprocs() as i64;
     let r = mpiq(&["job", "--starter", &job.starter_pid().to_string(), "--json"]);
-    assert_eq!(r.code, Some(EXIT_DEADLOCK), "{}", r.all());
-    let v = r.json();
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
+    let v = r.json_exact();
     let a = &v["analysis"];
     let ring: Vec<i64> = (0..n).collect();
     assert_eq!(a["verdict"], "deadlock", "{a:#}");

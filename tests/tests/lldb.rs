@@ -9,14 +9,11 @@
 //! another plugin, `MPIQ_LLDB` another lldb binary (default `lldb-16`).
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mpiq_tests::expect::{check_process, expected};
-use mpiq_tests::frontends::artifact;
+use mpiq_tests::frontends::{lldb_command_on, lldb_command_sourcing, lldb_plugin, run_lldb};
+use mpiq_tests::run::{run, Run};
 use mpiq_tests::{gdb, Example, Job, Mpi};
 use serde_json::Value;
 
@@ -26,119 +23,13 @@ const LLDB_TIMEOUT: Duration = Duration::from_secs(180);
 /// The mangled name of `bool lldb::PluginInitialize(lldb::SBDebugger)`.
 const PLUGIN_INITIALIZE: &str = "_ZN4lldb16PluginInitializeENS_10SBDebuggerE";
 
-/// The plugin: `$MPIQ_LLDB_PLUGIN`, or the build's `libmpiq_lldb.so`.
-fn plugin() -> &'static Path {
-    static PLUGIN: OnceLock<PathBuf> = OnceLock::new();
-    PLUGIN.get_or_init(
-        || match std::env::var_os("MPIQ_LLDB_PLUGIN").filter(|p| !p.is_empty()) {
-            Some(path) => {
-                let path = PathBuf::from(path);
-                assert!(path.is_file(), "MPIQ_LLDB_PLUGIN={} does not exist", path.display());
-                path
-            }
-            None => artifact("libmpiq_lldb.so"),
-        },
-    )
-}
-
-fn lldb_binary() -> String {
-    std::env::var("MPIQ_LLDB").unwrap_or_else(|_| "lldb-16".into())
-}
-
-/// What one `lldb -b` run printed.
-#[derive(Debug)]
-struct Run {
-    success: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    /// The output of `command`: the lines after its `(lldb) command` echo, up to the next
-    /// echoed command.
-    fn output_of(&self, command: &str) -> String {
-        let echo = format!("(lldb) {command}");
-        let mut lines = self.stdout.lines().skip_while(|l| *l != echo);
-        assert!(lines.next().is_some(), "`{command}` was not run:\n{self}");
-        lines
-            .take_while(|l| !l.starts_with("(lldb) "))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// The JSON snapshot `command` printed.
-    fn json_of(&self, command: &str) -> Value {
-        let text = self.output_of(command);
-        let json = serde_json::from_str::<Value>(&text)
-            .unwrap_or_else(|e| panic!("`{command}` printed no JSON snapshot ({e}):\n{self}"));
-        assert_eq!(json["schema"], "mpiq.snapshot/1", "{json:#}");
-        json
-    }
-}
-
-impl std::fmt::Display for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "--- lldb stdout ---\n{}\n--- lldb stderr ---\n{}",
-            self.stdout, self.stderr
-        )
-    }
-}
-
-/// Runs `lldb -b` with the plugin loaded, then `commands`, on whatever `target_args` give
-/// (`-p PID`, `-c CORE EXE`, `EXE`, or nothing). lldb detaches from attached processes when
-/// it quits, so the job runs on.
+/// Runs lldb (`$MPIQ_LLDB`, default `lldb-16`) `-b` with the plugin
+/// (`$MPIQ_LLDB_PLUGIN`, or the build's) loaded, then `commands`, on whatever
+/// `target_args` give (`-p PID`, `-c CORE EXE`, `EXE`, or nothing), within
+/// [`LLDB_TIMEOUT`]; fails the test if lldb crashed. lldb detaches from
+/// attached processes when it quits, so the job runs on.
 fn lldb(target_args: &[&str], commands: &[&str]) -> Run {
-    static SEQ: AtomicU32 = AtomicU32::new(0);
-    let plugin = plugin();
-    let dir = std::env::temp_dir();
-    let tag = format!(
-        "mpiq-lldb-test-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    );
-    let out_path = dir.join(format!("{tag}.out"));
-    let err_path = dir.join(format!("{tag}.err"));
-    let mut cmd = Command::new(lldb_binary());
-    cmd.args(["-b", "--no-lldbinit", "-o"])
-        .arg(format!("plugin load {}", plugin.display()));
-    for c in commands {
-        cmd.arg("-o").arg(c);
-    }
-    cmd.args(target_args)
-        .stdin(Stdio::null())
-        .stdout(fs::File::create(&out_path).expect("temp file"))
-        .stderr(fs::File::create(&err_path).expect("temp file"));
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let deadline = Instant::now() + LLDB_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for lldb") {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let run = Run {
-        success: status.is_some_and(|s| s.success()),
-        stdout: fs::read_to_string(&out_path).unwrap_or_default(),
-        stderr: fs::read_to_string(&err_path).unwrap_or_default(),
-    };
-    let _ = fs::remove_file(&out_path);
-    let _ = fs::remove_file(&err_path);
-    assert!(
-        status.is_some(),
-        "lldb did not finish within {LLDB_TIMEOUT:?}: {cmd:?}\n{run}"
-    );
-    assert!(
-        !run.stderr.contains("PLEASE submit a bug report"),
-        "lldb crashed: {cmd:?}\n{run}"
-    );
-    run
+    run_lldb(lldb_command_on(target_args, commands), LLDB_TIMEOUT)
 }
 
 /// Checks process `p` of a snapshot: it is world rank `rank` (pid `pid`) of an `n`-rank job of
@@ -182,7 +73,7 @@ fn all_ranks(mpi: Mpi, example: Example) {
     let run = lldb(&["-p", &pid0], &commands);
     assert!(run.success, "{run}");
 
-    let one = run.json_of("mpi queues --json");
+    let one = run.lldb_json_of("mpi queues --json");
     let procs = one["processes"].as_array().expect("processes");
     assert_eq!(procs.len(), 1, "the selected target only: {one:#}");
     check_rank(&procs[0], example, mpi, 0, n, job.pid_of(0));
@@ -192,17 +83,17 @@ fn all_ranks(mpi: Mpi, example: Example) {
         "the helper must run the library: {messages}"
     );
 
-    let inside = run.json_of("mpi queues --json --in-process");
+    let inside = run.lldb_json_of("mpi queues --json --in-process");
     check_rank(&inside["processes"][0], example, mpi, 0, n, job.pid_of(0));
 
-    let all = run.json_of("mpi queues --json --targets all");
+    let all = run.lldb_json_of("mpi queues --json --targets all");
     let procs = all["processes"].as_array().expect("processes");
     assert_eq!(procs.len(), n, "one process per target: {all:#}");
     for (rank, p) in procs.iter().enumerate() {
         check_rank(p, example, mpi, rank, n, job.pid_of(rank));
     }
 
-    let text = run.output_of(&reversed);
+    let text = run.lldb_output_of(&reversed);
     let last = text.find(&format!("pid {},", job.pid_of(n - 1)));
     let first = text.find(&format!("pid {},", job.pid_of(0)));
     assert!(
@@ -233,16 +124,12 @@ fn core_file(mpi: Mpi) {
     let pid = job.pid_of(1);
     let core = std::env::temp_dir().join(format!("mpiq-lldb-test-{}-{}.core", std::process::id(), mpi.name()));
     let out = gdb::batch(pid, &[&format!("gcore {}", core.display())]);
-    assert!(
-        core.is_file(),
-        "gdb made no core file: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(core.is_file(), "gdb made no core file:\n{out}");
     let exe = job.exe().display().to_string();
     let run = lldb(&["-c", &core.display().to_string(), &exe], &["mpi queues --json"]);
     let _ = fs::remove_file(&core);
     assert!(run.success, "{run}");
-    let json = run.json_of("mpi queues --json");
+    let json = run.lldb_json_of("mpi queues --json");
     let procs = json["processes"].as_array().expect("processes");
     assert_eq!(procs.len(), 1, "{json:#}");
     check_rank(&procs[0], Example::NamedComms, mpi, 1, job.nprocs(), pid);
@@ -309,14 +196,14 @@ fn lookup_matches_gdb(mpi: Mpi, symbols: &[&str], types: &[(&str, &[&str])]) {
     let run = lldb(&["-p", &pid.to_string()], &lldb_refs);
     assert!(run.success, "{run}");
     let gdb_refs: Vec<&str> = gdb_cmds.iter().map(String::as_str).collect();
-    let gdb_out = String::from_utf8_lossy(&gdb::batch(pid, &gdb_refs).stdout).into_owned();
+    let gdb_out = gdb::batch(pid, &gdb_refs).stdout;
 
     let mut n = 0;
     let mut next = || {
         n += 1;
         gdb_number(&gdb_out, n)
     };
-    let symbols_out = run.output_of(&lldb_cmds[0]);
+    let symbols_out = run.lldb_output_of(&lldb_cmds[0]);
     for s in symbols {
         let ours = hex_after(&symbols_out, &format!("symbol {s}: "));
         assert_eq!(
@@ -325,12 +212,12 @@ fn lookup_matches_gdb(mpi: Mpi, symbols: &[&str], types: &[(&str, &[&str])]) {
             "address of {s}:\n{symbols_out}\n--- gdb ---\n{gdb_out}"
         );
     }
-    let sizes = run.output_of("mpi lookup sizes");
+    let sizes = run.lldb_output_of("mpi lookup sizes");
     assert!(sizes.contains("short 2 int 4 long 8 long long 8 pointer 8"), "{sizes}");
     assert!(sizes.contains("byte order Little"), "{sizes}");
     assert!(sizes.contains(&format!("pid {pid}")), "{sizes}");
     for (i, (ty, fields)) in types.iter().enumerate() {
-        let out = run.output_of(&lldb_cmds[2 + i]);
+        let out = run.lldb_output_of(&lldb_cmds[2 + i]);
         let size = next();
         assert!(
             out.contains(&format!(", size {size}")),
@@ -391,14 +278,18 @@ fn errors_leave_session_usable(mpi: Mpi) {
     gdb::require_ptrace();
     let job = Job::builder(mpi, Example::NamedComms).start();
     let script = std::env::temp_dir().join(format!("mpiq-lldb-test-{}-{}.lldb", std::process::id(), mpi.name()));
-    fs::write(
+    let cmd = lldb_command_sourcing(
         &script,
-        "mpi queues --frobnicate\nmpi queues --dll /nonexistent/libnothing.so\nmpi queues --targets 7\n\
-         mpi queues --targets x\nmpi queues --json\n",
-    )
-    .expect("writing the command file");
-    let source = format!("command source --stop-on-error false {}", script.display());
-    let run = lldb(&["-p", &job.pid_of(2).to_string()], &[&source]);
+        &["-p", &job.pid_of(2).to_string()],
+        &[
+            "mpi queues --frobnicate",
+            "mpi queues --dll /nonexistent/libnothing.so",
+            "mpi queues --targets 7",
+            "mpi queues --targets x",
+            "mpi queues --json",
+        ],
+    );
+    let run = run_lldb(cmd, LLDB_TIMEOUT);
     let _ = fs::remove_file(&script);
     assert!(run.success, "{run}");
     let errors: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("error: ")).collect();
@@ -407,7 +298,7 @@ fn errors_leave_session_usable(mpi: Mpi) {
     assert!(errors[1].contains("libnothing.so"), "{run}");
     assert!(errors[2].contains("no target #7"), "{run}");
     assert!(errors[3].contains("'x'"), "{run}");
-    let json = run.json_of("mpi queues --json");
+    let json = run.lldb_json_of("mpi queues --json");
     check_rank(
         &json["processes"][0],
         Example::NamedComms,
@@ -451,19 +342,19 @@ fn answers_follow_the_process(mpi: Mpi) {
         ],
     );
     assert!(run.success, "{run}");
-    let first = run.json_of("mpi queues --json");
+    let first = run.lldb_json_of("mpi queues --json");
     check_rank(&first["processes"][0], Example::Ring, mpi, 0, a.nprocs(), a.pid_of(0));
-    let second = run.json_of("mpi queues --json --in-process");
+    let second = run.lldb_json_of("mpi queues --json --in-process");
     check_rank(&second["processes"][0], Example::Ring, mpi, 0, b.nprocs(), b.pid_of(0));
     let address = |command: &str| {
-        let text = run.output_of(command);
+        let text = run.lldb_output_of(command);
         hex_after(&text, "symbol MPIR_dll_name: ").unwrap_or_else(|| panic!("no address:\n{run}"))
     };
     let (in_a, in_b) = (
         address("mpi lookup symbol MPIR_dll_name"),
         address("mpi lookup symbol MPIR_dll_name MPIR_proctable"),
     );
-    let gdb_b = String::from_utf8_lossy(&gdb::batch(b.pid_of(0), &["print &MPIR_dll_name"]).stdout).into_owned();
+    let gdb_b = gdb::batch(b.pid_of(0), &["print &MPIR_dll_name"]).stdout;
     assert_eq!(
         in_b,
         gdb_number(&gdb_b, 1),
@@ -489,12 +380,11 @@ fn mpich_answers_follow_the_process() {
 
 #[test]
 fn exports_plugin_initialize() {
-    let out = Command::new("nm")
+    let out = run(std::process::Command::new("nm")
         .args(["-D", "--defined-only"])
-        .arg(plugin())
-        .output()
-        .expect("running nm");
-    let symbols = String::from_utf8_lossy(&out.stdout);
+        .arg(lldb_plugin()));
+    assert!(out.success, "{out}");
+    let symbols = &out.stdout;
     assert!(
         symbols.lines().any(|l| l.ends_with(&format!(" T {PLUGIN_INITIALIZE}"))),
         "{PLUGIN_INITIALIZE} is not exported:\n{symbols}"
@@ -505,9 +395,9 @@ fn exports_plugin_initialize() {
 fn help_lists_every_option() {
     let run = lldb(&[], &["help mpi", "help mpi queues"]);
     assert!(run.success, "{run}");
-    let mpi = run.output_of("help mpi");
+    let mpi = run.lldb_output_of("help mpi");
     assert!(mpi.contains("queues --") && mpi.contains("lookup --"), "{mpi}");
-    let help = run.output_of("help mpi queues");
+    let help = run.lldb_output_of("help mpi queues");
     for opt in [
         "--json",
         "--all",

@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use mpiq_tests::expect::{check_process, expected};
-use mpiq_tests::frontends::{artifact, cli, gdb, lldb, workspace_root, Run};
+use mpiq_tests::frontends::{cli, cli_command, gdb, lldb, workspace_root};
 use mpiq_tests::golden::{machine_specific, portable};
+use mpiq_tests::run::{run, spawn_with_stdin, Run, DEFAULT_TIMEOUT};
 use mpiq_tests::{gdb as gdb_check, Example, Job, Mpi};
 use serde_json::Value;
 
@@ -81,17 +82,9 @@ fn regenerate(mpi: Mpi, example: Example, args: &[&str]) {
     let job = Job::builder(mpi, example).args(args.iter().copied()).start();
     let starter = job.starter_pid().to_string();
     let rec = recordings_dir().join(format!("{}.rec", stem(mpi, example)));
-    let out = Command::new(artifact("mpiq"))
-        .args(["job", "--starter", &starter, "--json", "--in-process", "--record"])
-        .arg(&rec)
-        .env("MPIQ_CACHE_BLOCK_KIB", "4")
-        .output()
-        .expect("run mpiq");
-    let live = Run {
-        success: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let mut cmd = cli_command(&["job", "--starter", &starter, "--json", "--in-process", "--record"]);
+    cmd.arg(&rec).env("MPIQ_CACHE_BLOCK_KIB", "4");
+    let live = run(cmd);
     let live = processes_of(&live, "recording");
     drop(job);
     assert_eq!(
@@ -305,14 +298,14 @@ fn a_missing_answer_is_an_error_naming_it() {
 /// The JSON inside a gzip-compressed recording (with the system's gzip).
 fn gunzip(bytes: &[u8]) -> Vec<u8> {
     use std::io::Write;
-    let mut child = Command::new("gzip")
-        .args(["-d", "-c"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("gzip");
-    child.stdin.take().expect("stdin").write_all(bytes).expect("write");
-    child.wait_with_output().expect("gzip output").stdout
+    let mut cmd = Command::new("gzip");
+    cmd.args(["-d", "-c"]);
+    let mut gzip = spawn_with_stdin(cmd);
+    // The pipe closes at the end of the statement: gzip sees the end.
+    gzip.stdin().expect("stdin").write_all(bytes).expect("write");
+    let r = gzip.wait_within(DEFAULT_TIMEOUT);
+    assert!(r.success, "gzip -d failed:\n{r}");
+    r.stdout.into_bytes()
 }
 
 /// Every rank of `example` live (`mpiq job --record`) and replayed.

@@ -20,344 +20,47 @@
 //!   the CLI; Ctrl-C stops an lldb dump and the session goes on.
 //!
 //! Uses the artifacts of the running test's profile (`cargo build --release
-//! --workspace` first) and the test bed. Fixtures are built with `cc` into
-//! `target/<profile>/mpiq-robustness/`.
+//! --workspace` first) and the test bed. The front ends are driven by
+//! `mpiq_tests::frontends` (lldb is `$MPIQ_LLDB`, default `lldb-16`) and
+//! every command runs through `mpiq_tests::run` with a timeout; the fixtures
+//! (`fake_dll.c`, `planted.c`, `endless_lists.c`, `endless_reader.c`) are
+//! built with `cc` into a per-test `mpiq_tests::fixtures::WorkDir` under
+//! `target/<profile>/mpiq-work/`.
 
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use mpiq_tests::frontends::{artifact, artifacts_dir, workspace_root};
-use mpiq_tests::procs::{state, tracer_pid};
-use mpiq_tests::{gdb, Example, Job, Mpi};
+use mpiq_tests::fixtures::{compile_at, endless_reader_at, fake_dll_at, fixture, Compiler, Process, WorkDir};
+use mpiq_tests::frontends::{cli_command, gdb_command, lldb_command_sourcing, lldb_interactive, run_lldb, Step};
+use mpiq_tests::procs::{assert_free, state, tgid, tracer_pid};
+use mpiq_tests::run::{run_within, spawn, Run};
+use mpiq_tests::{Example, Job, Mpi};
 
 /// How long one debugger or CLI run may take.
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);
 
-// --- helpers -------------------------------------------------------------------------------
-
-/// A directory for one test under `target/<profile>/mpiq-robustness/`,
-/// removed on drop.
-struct WorkDir(PathBuf);
-
-impl WorkDir {
-    fn new(name: &str) -> WorkDir {
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let dir = artifacts_dir().join("mpiq-robustness").join(format!(
-            "{name}-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create the work directory");
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod");
-        WorkDir(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
+/// Runs `cmd` (a gdb or a CLI) within [`RUN_TIMEOUT`].
+fn run(cmd: Command) -> Run {
+    run_within(cmd, RUN_TIMEOUT)
 }
 
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-fn fixture(name: &str) -> PathBuf {
-    workspace_root().join("tests/fixtures").join(name)
-}
-
-/// `cc -o out source args...`, panicking with cc's output on failure.
-fn cc(out: &Path, source: &Path, args: &[String]) {
-    let o = Command::new("cc")
-        .arg("-o")
-        .arg(out)
-        .arg(source)
-        .args(args)
-        .output()
-        .expect("run cc");
-    assert!(
-        o.status.success(),
-        "cc {} failed:\n{}",
-        source.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// `fake_dll.c` built as a shared library with `defines` (`-D` added).
-fn fake_dll(out: &Path, defines: &[String]) {
-    let mut args: Vec<String> = vec!["-shared".into(), "-fPIC".into()];
-    args.extend(defines.iter().map(|d| format!("-D{d}")));
-    cc(out, &fixture("fake_dll.c"), &args);
-}
-
-/// A C source written to `dir` and built as a shared library.
-fn c_library(dir: &WorkDir, name: &str, source: &str, defines: &[&str]) -> PathBuf {
-    let src = dir.path(&format!("{name}.c"));
-    fs::write(&src, source).expect("write the source");
-    let lib = dir.path(&format!("lib{name}.so"));
-    let mut args: Vec<String> = vec!["-shared".into(), "-fPIC".into()];
-    args.extend(defines.iter().map(|d| format!("-D{d}")));
-    cc(&lib, &src, &args);
-    lib
-}
-
-/// What a command printed and how it ended.
-struct Run {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-impl Run {
-    fn all(&self) -> String {
-        format!(
-            "status {:?} after {:.1?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.status, self.elapsed, self.stdout, self.stderr
-        )
-    }
-}
-
-/// Runs `cmd` (stdin from /dev/null, output to files) and kills it after
-/// `timeout` — a failure.
-fn run(mut cmd: Command, timeout: Duration) -> Run {
-    static SEQ: AtomicU32 = AtomicU32::new(0);
-    let tag = format!(
-        "mpiq-robustness-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    );
-    let out_path = std::env::temp_dir().join(format!("{tag}.out"));
-    let err_path = std::env::temp_dir().join(format!("{tag}.err"));
-    cmd.stdin(Stdio::null())
-        .stdout(fs::File::create(&out_path).expect("temp file"))
-        .stderr(fs::File::create(&err_path).expect("temp file"));
-    let start = Instant::now();
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
-    let status = wait_child(&mut child, timeout);
-    let r = Run {
-        status: status.unwrap_or_else(|| child.wait().expect("wait")),
-        stdout: fs::read_to_string(&out_path).unwrap_or_default(),
-        stderr: fs::read_to_string(&err_path).unwrap_or_default(),
-        elapsed: start.elapsed(),
-    };
-    let _ = fs::remove_file(&out_path);
-    let _ = fs::remove_file(&err_path);
-    assert!(
-        status.is_some(),
-        "{cmd:?} did not finish within {timeout:?}:\n{}",
-        r.all()
-    );
-    r
-}
-
-/// Waits for `child` up to `timeout`; kills it and returns None after that.
-fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            return Some(s);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// `gdb -batch -nx` with the shim loaded, attached to `pid`, running `commands`.
-fn gdb_cmd(pid: u32, commands: &[&str]) -> Command {
-    gdb::require_ptrace();
-    mpiq_tests::frontends::gdb_command(pid, commands)
-}
-
-/// `lldb-16 -b` with the plugin loaded, attached to `pid`, sourcing
-/// `commands` from a file with `--stop-on-error false` (so a failing command
-/// does not end the batch).
-fn lldb_cmd(dir: &WorkDir, pid: u32, commands: &[&str]) -> Command {
-    gdb::require_ptrace();
+/// lldb with the plugin loaded, attached to `pid`, sourcing `commands` from
+/// a file in `dir` with `--stop-on-error false` (so a failing command does
+/// not end the batch), run within [`RUN_TIMEOUT`]; `env` is set for it.
+fn lldb_run(dir: &WorkDir, pid: u32, commands: &[&str], env: &[(&str, &str)]) -> Run {
+    mpiq_tests::gdb::require_ptrace();
     let script = dir.path(&format!("commands-{pid}.lldb"));
-    fs::write(&script, commands.join("\n") + "\n").expect("write the lldb commands");
-    let mut cmd = Command::new(std::env::var("MPIQ_LLDB").unwrap_or_else(|_| "lldb-16".into()));
-    cmd.args(["-b", "--no-lldbinit", "-o"])
-        .arg(format!("plugin load {}", artifact("libmpiq_lldb.so").display()))
-        .arg("-o")
-        .arg(format!("command source --stop-on-error false {}", script.display()))
-        .arg("-p")
-        .arg(pid.to_string());
-    cmd
+    let mut cmd = lldb_command_sourcing(&script, &["-p", &pid.to_string()], commands);
+    cmd.envs(env.iter().copied());
+    run_lldb(cmd, RUN_TIMEOUT)
 }
 
-/// One step of an interactive lldb session.
-enum Step<'a> {
-    /// Type a command line.
-    Line(&'a str),
-    /// Wait (up to 60 s) until this file exists.
-    WaitFor(&'a Path),
-    /// Wait this long.
-    Sleep(u64),
-    /// Press Ctrl-C (SIGINT to lldb, as the terminal sends it).
-    CtrlC,
-}
-
-/// An interactive `lldb-16` (on a pseudo-terminal made by `script(1)`, so
-/// that it behaves as at a prompt: `process continue` returns at once and
-/// Ctrl-C interrupts the command, not the session), attached to `pid`,
-/// with the plugin loaded, driven through `steps` and then quit. Returns
-/// everything it printed (carriage returns removed) and how long the steps
-/// after the first Ctrl-C took.
-fn lldb_interactive(pid: u32, steps: &[Step<'_>], env: &[(&str, &str)]) -> (String, Option<Duration>) {
-    use std::io::Write;
-    gdb::require_ptrace();
-    let lldb = std::env::var("MPIQ_LLDB").unwrap_or_else(|_| "lldb-16".into());
-    let out = std::env::temp_dir().join(format!("mpiq-robustness-lldb-{}-{pid}.out", std::process::id()));
-    let mut cmd = Command::new("script");
-    // script(1) runs the command with `$SHELL -c` (or /bin/sh when SHELL is
-    // unset, as under CI): `exec` makes lldb script's own child either way.
-    cmd.args(["-qfec", &format!("exec {lldb} --no-lldbinit -p {pid}"), "/dev/null"])
-        .stdin(Stdio::piped())
-        .stdout(fs::File::create(&out).expect("temp file"))
-        .stderr(Stdio::inherit());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("script(1) runs lldb on a pseudo-terminal");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut type_line = |line: &str| {
-        stdin.write_all(format!("{line}\n").as_bytes()).expect("type into lldb");
-        stdin.flush().expect("flush");
-    };
-    type_line("settings set interpreter.prompt-on-quit false");
-    type_line(&format!("plugin load {}", artifact("libmpiq_lldb.so").display()));
-    let mut interrupted = None;
-    for step in steps {
-        match step {
-            Step::Line(l) => type_line(l),
-            Step::WaitFor(path) => {
-                let deadline = Instant::now() + Duration::from_secs(60);
-                while !path.exists() {
-                    let text = fs::read_to_string(&out).unwrap_or_default();
-                    assert!(Instant::now() < deadline, "{} never appeared:\n{text}", path.display());
-                    assert!(child.try_wait().expect("try_wait").is_none(), "lldb ended:\n{text}");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-            Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
-            Step::CtrlC => {
-                // The lldb under script(1): the lldb process whose parent is script.
-                let lldb_pid = fs::read_dir("/proc")
-                    .expect("/proc")
-                    .flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                    .filter(|&p| {
-                        mpiq_tests::procs::Stat::read(p)
-                            .is_some_and(|s| s.ppid == child.id() && s.name.starts_with("lldb"))
-                    })
-                    .max()
-                    .expect("lldb under script(1)");
-                let ok = Command::new("kill")
-                    .args(["-INT", &lldb_pid.to_string()])
-                    .status()
-                    .expect("kill");
-                assert!(ok.success());
-                interrupted = Some(Instant::now());
-            }
-        }
-    }
-    type_line("quit");
-    drop(stdin);
-    let status = wait_child(&mut child, RUN_TIMEOUT);
-    let text = fs::read_to_string(&out).unwrap_or_default().replace('\r', "");
-    let _ = fs::remove_file(&out);
-    assert!(status.is_some(), "lldb did not quit:\n{text}");
-    assert!(!text.contains("PLEASE submit a bug report"), "lldb crashed:\n{text}");
-    (text, interrupted.map(|t| t.elapsed()))
-}
-
-fn mpiq_cmd(args: &[&str]) -> Command {
-    let mut cmd = Command::new(artifact("mpiq"));
-    cmd.args(args);
-    cmd
-}
-
-/// Whether `pid` runs freely: not stopped (`T`), not in a tracing stop
-/// (`t`), not traced.
-fn assert_free(pid: u32, what: &str) {
-    // The kernel may take a moment to resume a tracee whose tracer died.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let (s, t) = (state(pid), tracer_pid(pid));
-        if matches!(s, Some(c) if !matches!(c, 'T' | 't' | 'Z' | 'X' | 'x')) && t == Some(0) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: process {pid} is not running freely: state {s:?}, tracer {t:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// The process a thread belongs to.
-fn tgid(tid: u32) -> Option<u32> {
-    fs::read_to_string(format!("/proc/{tid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
-}
-
+/// How often `needle` occurs in `haystack`.
 fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
-}
-
-/// A running non-MPI process, killed on drop.
-struct Process(Child);
-
-impl Process {
-    /// Starts `exe` and waits for its `MPIQ-READY rank=0 pid=N` line.
-    fn start(exe: &Path) -> Process {
-        let mut child = Command::new(exe)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", exe.display()));
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-        let p = Process(child);
-        assert!(
-            line.starts_with(&format!("MPIQ-READY rank=0 pid={}", p.pid())),
-            "{} printed {line:?}",
-            exe.display()
-        );
-        p
-    }
-
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 // --- 1. The DLL trust policy: a planted library -----------------------------------------------
@@ -387,17 +90,19 @@ impl Planted {
         let lib_dir = dir.path("lib");
         fs::create_dir(&lib_dir).expect("mkdir");
         let lib = lib_dir.join("libplanted.so");
-        fake_dll(&lib, &[format!("FAKE_MARKER={}", marker.display())]);
+        fake_dll_at(&lib, &[&format!("-DFAKE_MARKER={}", marker.display())]);
         match how {
             Plant::WorldWritableDir => fs::set_permissions(&lib_dir, fs::Permissions::from_mode(0o777)),
             Plant::WorldWritableFile => fs::set_permissions(&lib, fs::Permissions::from_mode(0o666)),
         }
         .expect("chmod");
         let exe = dir.path("planted");
-        cc(
-            &exe,
+        compile_at(
             &fixture("planted.c"),
-            &["-g".into(), "-O0".into(), format!("-DPLANTED_DLL={}", lib.display())],
+            &exe,
+            Compiler::Cc,
+            &[&format!("-DPLANTED_DLL={}", lib.display())],
+            false,
         );
         let process = Process::start(&exe);
         Planted {
@@ -448,23 +153,21 @@ impl Planted {
 #[test]
 fn planted_library_is_refused_by_gdb() {
     let p = Planted::new("planted-gdb", Plant::WorldWritableDir);
-    let r = run(gdb_cmd(p.pid(), &["info mpi-queues", "echo AFTER\\n"]), RUN_TIMEOUT);
+    let r = run(gdb_command(p.pid(), &["info mpi-queues", "echo AFTER\\n"]));
     p.assert_refused("gdb", &r);
     assert!(r.stdout.contains("AFTER"), "gdb did not go on:\n{}", r.all());
-    let mut trusting = gdb_cmd(p.pid(), &["info mpi-queues"]);
+    let mut trusting = gdb_command(p.pid(), &["info mpi-queues"]);
     trusting.env("MPIQ_TRUST_DLL", "1");
-    let r = run(trusting, RUN_TIMEOUT);
+    let r = run(trusting);
     p.assert_loaded("gdb with MPIQ_TRUST_DLL=1", &r);
 }
 
 #[test]
 fn planted_library_is_refused_by_lldb() {
     let p = Planted::new("planted-lldb", Plant::WorldWritableDir);
-    let r = run(lldb_cmd(&p.dir, p.pid(), &["mpi queues"]), RUN_TIMEOUT);
+    let r = lldb_run(&p.dir, p.pid(), &["mpi queues"], &[]);
     p.assert_refused("lldb", &r);
-    let mut trusting = lldb_cmd(&p.dir, p.pid(), &["mpi queues"]);
-    trusting.env("MPIQ_TRUST_DLL", "1");
-    let r = run(trusting, RUN_TIMEOUT);
+    let r = lldb_run(&p.dir, p.pid(), &["mpi queues"], &[("MPIQ_TRUST_DLL", "1")]);
     p.assert_loaded("lldb with MPIQ_TRUST_DLL=1", &r);
 }
 
@@ -473,11 +176,11 @@ fn planted_library_is_refused_by_the_cli() {
     for how in [Plant::WorldWritableDir, Plant::WorldWritableFile] {
         let p = Planted::new("planted-cli", how);
         let pid = p.pid().to_string();
-        let r = run(mpiq_cmd(&["queues", "--pid", &pid]), RUN_TIMEOUT);
-        assert!(!r.status.success(), "{how:?}: {}", r.all());
+        let r = run(cli_command(&["queues", "--pid", &pid]));
+        assert!(!r.success, "{how:?}: {}", r.all());
         p.assert_refused(&format!("mpiq ({how:?})"), &r);
         // The same with the helper out of the picture: still never loaded.
-        let r = run(mpiq_cmd(&["queues", "--pid", &pid, "--in-process"]), RUN_TIMEOUT);
+        let r = run(cli_command(&["queues", "--pid", &pid, "--in-process"]));
         p.assert_refused(&format!("mpiq --in-process ({how:?})"), &r);
 
         // Allowed: by MPIQ_TRUST_DLL=1, by MPIQ_TRUST_DLL=<that file>, and
@@ -489,13 +192,13 @@ fn planted_library_is_refused_by_the_cli() {
         ] {
             let lib = p.lib.display().to_string();
             let mut cmd = match var {
-                Some(_) => mpiq_cmd(&["queues", "--pid", &pid]),
-                None => mpiq_cmd(&["queues", "--pid", &pid, "--dll", &lib]),
+                Some(_) => cli_command(&["queues", "--pid", &pid]),
+                None => cli_command(&["queues", "--pid", &pid, "--dll", &lib]),
             };
             if let Some(v) = var {
                 cmd.env(v, &value);
             }
-            let r = run(cmd, RUN_TIMEOUT);
+            let r = run(cmd);
             // The fake library has no queues: an error, but after loading.
             assert!(r.stderr.contains("fake library never has queues"), "{}", r.all());
             p.assert_loaded(&format!("mpiq {var:?}={value} ({how:?})"), &r);
@@ -507,7 +210,8 @@ fn planted_library_is_refused_by_the_cli() {
 
 /// The three misbehaving libraries, and what the report must say.
 struct Fakes {
-    _dir: WorkDir,
+    /// Where the libraries are (and the lldb command files go).
+    dir: WorkDir,
     /// (library, extra arguments, words the report must contain)
     cases: Vec<(PathBuf, &'static str, &'static [&'static str])>,
 }
@@ -529,10 +233,10 @@ fn fakes(name: &str) -> Fakes {
         ),
     ] {
         let lib = dir.path(&format!("lib{}.so", define.to_lowercase()));
-        fake_dll(&lib, &[define.to_string()]);
+        fake_dll_at(&lib, &[&format!("-D{define}")]);
         cases.push((lib, args, words));
     }
-    Fakes { _dir: dir, cases }
+    Fakes { dir, cases }
 }
 
 fn ring_job() -> Job {
@@ -552,21 +256,18 @@ fn a_kept_helper_serves_the_next_dump_or_is_replaced() {
     let job = ring_job();
     let list = format!("python import os, glob; print('HELPERS', {HELPER_PIDS})");
     let kill = format!("python import os, glob, signal; [os.kill(p, signal.SIGKILL) for p in {HELPER_PIDS}]");
-    let r = run(
-        gdb_cmd(
-            job.pid_of(0),
-            &[
-                "info mpi-queues",
-                &list,
-                "info mpi-queues",
-                &list,
-                &kill,
-                "info mpi-queues",
-                &list,
-            ],
-        ),
-        RUN_TIMEOUT,
-    );
+    let r = run(gdb_command(
+        job.pid_of(0),
+        &[
+            "info mpi-queues",
+            &list,
+            "info mpi-queues",
+            &list,
+            &kill,
+            "info mpi-queues",
+            &list,
+        ],
+    ));
     assert_eq!(count(&r.stdout, "Posted receives (1):"), 3, "{}", r.all());
     let lists: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("HELPERS ")).collect();
     assert_eq!(lists.len(), 3, "{}", r.all());
@@ -596,7 +297,7 @@ fn crashing_libraries_in_gdb() {
         commands.push(format!("info mpi-queues --dll {}", real.display()));
     }
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
-    let r = run(gdb_cmd(job.pid_of(0), &commands), RUN_TIMEOUT);
+    let r = run(gdb_command(job.pid_of(0), &commands));
     for (i, (lib, _, words)) in f.cases.iter().enumerate() {
         let line = r
             .stderr
@@ -636,12 +337,8 @@ fn crashing_libraries_in_lldb() {
         commands.push(format!("mpi queues --dll {}", real.display()));
     }
     let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
-    let r = run(lldb_cmd(&f._dir, job.pid_of(0), &commands), RUN_TIMEOUT);
-    assert!(
-        !r.stderr.contains("PLEASE submit a bug report"),
-        "lldb crashed:\n{}",
-        r.all()
-    );
+    // (lldb_run fails the test if lldb crashed.)
+    let r = lldb_run(&f.dir, job.pid_of(0), &commands, &[]);
     let errors: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("error: ")).collect();
     assert_eq!(errors.len(), f.cases.len(), "one error per fake library:\n{}", r.all());
     for ((lib, _, words), line) in f.cases.iter().zip(&errors) {
@@ -669,9 +366,9 @@ fn crashing_libraries_in_the_cli() {
         let lib_s = lib.display().to_string();
         let mut argv = vec!["queues", "--pid", &pid, "--dll", &lib_s];
         argv.extend(args.split_whitespace());
-        let r = run(mpiq_cmd(&argv), RUN_TIMEOUT);
-        assert!(!r.status.success(), "{}", r.all());
-        assert_eq!(r.status.code(), Some(1), "{}", r.all());
+        let r = run(cli_command(&argv));
+        assert!(!r.success, "{}", r.all());
+        assert_eq!(r.code(), Some(1), "{}", r.all());
         assert!(r.stderr.contains(&lib_s), "the report names the library:\n{}", r.all());
         for w in *words {
             assert!(r.stderr.contains(w), "`{w}` not in the report:\n{}", r.all());
@@ -682,19 +379,12 @@ fn crashing_libraries_in_the_cli() {
     // A crash inside mpiq itself (--in-process) still leaves the rank running.
     let (segv, _, _) = &f.cases[0];
     let segv = segv.display().to_string();
-    let r = run(
-        mpiq_cmd(&["queues", "--pid", &pid, "--dll", &segv, "--in-process"]),
-        RUN_TIMEOUT,
-    );
-    assert!(!r.status.success(), "{}", r.all());
+    let r = run(cli_command(&["queues", "--pid", &pid, "--dll", &segv, "--in-process"]));
+    assert!(!r.success, "{}", r.all());
     assert_free(job.pid_of(0), "after mpiq crashed with the library in-process");
     // And the rank is still an MPI rank to dump.
-    let r = run(mpiq_cmd(&["queues", "--pid", &pid]), RUN_TIMEOUT);
-    assert!(
-        r.status.success() && r.stdout.contains("Posted receives (1):"),
-        "{}",
-        r.all()
-    );
+    let r = run(cli_command(&["queues", "--pid", &pid]));
+    assert!(r.success && r.stdout.contains("Posted receives (1):"), "{}", r.all());
 }
 
 /// `--in-process` gives the same snapshot as the helper.
@@ -703,120 +393,50 @@ fn in_process_option_matches_the_helper() {
     for mpi in [Mpi::OpenMpi, Mpi::Mpich] {
         let job = Job::builder(mpi, Example::NamedComms).start();
         let pid = job.pid_of(1).to_string();
-        let a = run(mpiq_cmd(&["queues", "--pid", &pid, "--json", "--all"]), RUN_TIMEOUT);
-        let b = run(
-            mpiq_cmd(&["queues", "--pid", &pid, "--json", "--all", "--in-process"]),
-            RUN_TIMEOUT,
-        );
-        assert!(a.status.success() && b.status.success(), "{}\n{}", a.all(), b.all());
-        let strip = |s: &str| {
-            let v: serde_json::Value = serde_json::from_str(s).expect("JSON");
-            mpiq_tests::golden::portable(v)
-        };
-        assert_eq!(strip(&a.stdout), strip(&b.stdout), "{mpi}");
+        let a = run(cli_command(&["queues", "--pid", &pid, "--json", "--all"]));
+        let b = run(cli_command(&[
+            "queues",
+            "--pid",
+            &pid,
+            "--json",
+            "--all",
+            "--in-process",
+        ]));
+        assert!(a.success && b.success, "{}\n{}", a.all(), b.all());
+        let strip = |r: &Run| mpiq_tests::golden::portable(r.json_exact());
+        assert_eq!(strip(&a), strip(&b), "{mpi}");
     }
 }
 
 // --- 3. Limits ---------------------------------------------------------------------------------
 
-/// A fake library with endless lists. It finds `MPIR_dll_name` (any readable
-/// address) and, per define:
-/// * (none): one communicator whose receive queue never ends, one read per operation;
-/// * `ENDLESS_COMMS`: communicators that never end, all queues empty;
-/// * `ENDLESS_FETCH`: one operation that reads forever (until a read fails);
-/// * `ENDLESS_FAILURES`: reads an unreadable address until the error changes
-///   (to mpiq's "limit" code), ignoring each failure as the real libraries do.
-const ENDLESS: &str = r#"
-#include <string.h>
-typedef int (*fetch_ft)(void *process, unsigned long addr, int size, void *buf);
-typedef int (*find_symbol_ft)(void *image, char *name, unsigned long *addr);
-struct process_callbacks { void *global_rank, *get_image; fetch_ft fetch; void *target_to_host; };
-struct image_callbacks { void *type_sizes, *find_function; find_symbol_ft find_symbol; void *find_type, *field_offset, *size_of; };
-struct comm { unsigned long unique_id; long local_rank, size; char name[64]; };
-struct op { int status; long dlr, dgr; int tag_wild; long dtag, dlen; int sysbuf; unsigned long buffer;
-            long alr, agr, atag, alen; char extra[5][64]; };
-static const struct process_callbacks *pcb;
-static unsigned long where;
-static long ncomm;
-static int opclass;
-void mqs_setup_basic_callbacks(const void *cb) { (void)cb; }
-char *mqs_version_string(void) { return "mpiq endless lists"; }
-int mqs_version_compatibility(void) { return 2; }
-int mqs_dll_taddr_width(void) { return 8; }
-char *mqs_dll_error_string(int code) { (void)code; return "endless error"; }
-int mqs_setup_image(void *image, const void *cb) {
-    const struct image_callbacks *icb = cb;
-    return icb->find_symbol(image, "MPIR_dll_name", &where);
+/// `fixtures/endless_lists.c` (a fake library with endless lists: see its
+/// header for what each define does) built as `lib<name>.so` in `dir`.
+fn endless(dir: &WorkDir, name: &str, defines: &[&str]) -> PathBuf {
+    let lib = dir.path(&format!("lib{name}.so"));
+    compile_at(&fixture("endless_lists.c"), &lib, Compiler::Cc, defines, true);
+    lib
 }
-int mqs_image_has_queues(void *image, char **message) { (void)image; *message = 0; return 0; }
-int mqs_setup_process(void *process, const void *cb) { (void)process; pcb = cb; return 0; }
-int mqs_process_has_queues(void *process, char **message) { (void)process; *message = 0; return 0; }
-int mqs_update_communicator_list(void *process) { (void)process; return 0; }
-int mqs_setup_communicator_iterator(void *process) { (void)process; ncomm = 0; return 0; }
-int mqs_get_communicator(void *process, void *c) {
-    (void)process;
-    struct comm *cm = c;
-    memset(cm, 0, sizeof *cm);
-    cm->unique_id = ncomm; cm->size = 2; strcpy(cm->name, "endless");
-    return 0;
-}
-int mqs_next_communicator(void *process) {
-    (void)process;
-    ncomm++;
-#ifdef ENDLESS_COMMS
-    return 0;
-#else
-    return ncomm < 1 ? 0 : 2;
-#endif
-}
-int mqs_setup_operation_iterator(void *process, int op) { (void)process; opclass = op; return 0; }
-int mqs_next_operation(void *process, void *o) {
-    char buf[8];
-    int rc;
-    if (opclass != 1) return 2;
-#if defined(ENDLESS_COMMS)
-    return 2;
-#elif defined(ENDLESS_FAILURES)
-    int first = pcb->fetch(process, 8, 8, buf);
-    rc = first;
-    while (rc == first) rc = pcb->fetch(process, 8, 8, buf);
-    return 2;
-#else
-    rc = pcb->fetch(process, where, 8, buf);
-#ifdef ENDLESS_FETCH
-    while (!rc) rc = pcb->fetch(process, where, 8, buf);
-#endif
-    if (rc) return rc;
-    struct op *op = o;
-    memset(op, 0, sizeof *op);
-    op->dlr = 1; op->dgr = 1; op->dtag = 7; op->dlen = 4; op->buffer = 0x1000;
-    return 0;
-#endif
-}
-"#;
 
 /// The process snapshot `mpiq queues --json` prints with `env` set.
 fn limited_dump(target: u32, lib: &Path, env: &[(&str, &str)]) -> (serde_json::Value, Run) {
     let pid = target.to_string();
     let lib = lib.display().to_string();
-    let mut cmd = mpiq_cmd(&["queues", "--pid", &pid, "--dll", &lib, "--json", "--all"]);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let r = run(cmd, RUN_TIMEOUT);
-    assert!(r.status.success(), "{}", r.all());
-    let v: serde_json::Value =
-        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("no JSON ({e}):\n{}", r.all()));
+    let mut cmd = cli_command(&["queues", "--pid", &pid, "--dll", &lib, "--json", "--all"]);
+    cmd.envs(env.iter().copied());
+    let r = run(cmd);
+    assert!(r.success, "{}", r.all());
+    let v = r.json_exact();
     (v["processes"][0].clone(), r)
 }
 
 #[test]
 fn every_limit_is_reported_when_hit() {
     let p = Planted::new("limits", Plant::WorldWritableFile);
-    let endless = c_library(&p.dir, "endless", ENDLESS, &[]);
-    let comms = c_library(&p.dir, "endless_comms", ENDLESS, &["ENDLESS_COMMS"]);
-    let fetch = c_library(&p.dir, "endless_fetch", ENDLESS, &["ENDLESS_FETCH"]);
-    let failures = c_library(&p.dir, "endless_failures", ENDLESS, &["ENDLESS_FAILURES"]);
+    let comms = endless(&p.dir, "endless_comms", &["-DENDLESS_COMMS"]);
+    let fetch = endless(&p.dir, "endless_fetch", &["-DENDLESS_FETCH"]);
+    let failures = endless(&p.dir, "endless_failures", &["-DENDLESS_FAILURES"]);
+    let endless = endless(&p.dir, "endless", &[]);
 
     // Operations per queue: small for the test, then the real default.
     for (env, n) in [(&[("MPIQ_MAX_OPERATIONS", "500")][..], 500u64), (&[][..], 100_000)] {
@@ -868,14 +488,11 @@ fn every_limit_is_reported_when_hit() {
 /// it, sends `signal`, and checks that every rank runs freely again and that
 /// the job completes with status 0.
 fn killed_mid_dump(mpi: Mpi, signal: &str) {
-    gdb::require_ptrace();
+    mpiq_tests::gdb::require_ptrace();
     let mut job = Job::builder(mpi, Example::Slow).start();
-    let mut cmd = mpiq_cmd(&["job", "--starter", &job.starter_pid().to_string()]);
-    cmd.env("MPIQ_TEST_HOLD_MS", "20000")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut mpiq = cmd.spawn().expect("start mpiq");
+    let mut cmd = cli_command(&["job", "--starter", &job.starter_pid().to_string()]);
+    cmd.env("MPIQ_TEST_HOLD_MS", "20000");
+    let mut mpiq = spawn(cmd);
     let me = mpiq.id();
     let ranks: Vec<u32> = job.ranks().iter().map(|r| r.pid).collect();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -887,26 +504,19 @@ fn killed_mid_dump(mpi: Mpi, signal: &str) {
             "mpiq never stopped every rank: {:?}",
             ranks.iter().map(|&p| (p, state(p), tracer_pid(p))).collect::<Vec<_>>()
         );
-        assert!(mpiq.try_wait().expect("try_wait").is_none(), "mpiq exited early");
+        assert!(!mpiq.has_exited(), "mpiq exited early");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let ok = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(me.to_string())
-        .status()
-        .expect("kill");
-    assert!(ok.success());
-    let status = wait_child(&mut mpiq, Duration::from_secs(20)).expect("mpiq ended after the signal");
-    let out = mpiq.wait_with_output().expect("output");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    use std::os::unix::process::ExitStatusExt;
+    mpiq.signal(signal);
+    // mpiq must end within 20 s of the signal.
+    let r = mpiq.wait_within(Duration::from_secs(20));
     match signal {
-        "KILL" => assert_eq!(status.signal(), Some(9), "{status:?}"),
+        "KILL" => assert_eq!(r.signal(), Some(9), "{r}"),
         "INT" => {
-            assert_eq!(status.code(), Some(130), "{status:?} {stderr}");
-            assert!(stderr.contains("released"), "{stderr}");
+            assert_eq!(r.code(), Some(130), "{r}");
+            assert!(r.stderr.contains("released"), "{r}");
         }
-        "TERM" => assert_eq!(status.code(), Some(143), "{status:?} {stderr}"),
+        "TERM" => assert_eq!(r.code(), Some(143), "{r}"),
         _ => {}
     }
     for &p in &ranks {
@@ -948,10 +558,7 @@ fn running_processes_are_refused_or_stopped_and_resumed() {
     // gdb: refused while running. (gdb -batch does not process the stop
     // after `interrupt` before its next -ex command, so the dump after a stop
     // is what every other gdb test does: attach, which stops the process.)
-    let r = run(
-        gdb_cmd(pid, &["continue &", "info mpi-queues", "echo AFTER\\n"]),
-        RUN_TIMEOUT,
-    );
+    let r = run(gdb_command(pid, &["continue &", "info mpi-queues", "echo AFTER\\n"]));
     assert!(
         r.stderr
             .to_lowercase()
@@ -990,19 +597,19 @@ fn running_processes_are_refused_or_stopped_and_resumed() {
     assert_free(pid, "after lldb");
 
     assert!(state(pid).is_some_and(|s| s != 'T' && s != 't'));
-    let r = run(mpiq_cmd(&["queues", "--pid", &pid.to_string()]), RUN_TIMEOUT);
-    assert!(
-        r.status.success() && r.stdout.contains("Posted receives (1):"),
-        "{}",
-        r.all()
-    );
+    let r = run(cli_command(&["queues", "--pid", &pid.to_string()]));
+    assert!(r.success && r.stdout.contains("Posted receives (1):"), "{}", r.all());
     assert_free(pid, "after mpiq");
 }
 
-/// The endless reader of tests/gdb.rs: reads a new unreadable page each
-/// time until the error changes (to "interrupted"), 60 s at most; creates
-/// MARKER when its loop starts.
-const ENDLESS_READER: &str = include_str!("../fixtures/endless_reader.c");
+/// `fixtures/endless_reader.c` built in `dir`: reads a new unreadable page
+/// each time until the error changes (to "interrupted"), 60 s at most;
+/// creates `marker` when its loop starts.
+fn endless_reader(dir: &WorkDir, marker: &Path) -> PathBuf {
+    let lib = dir.path("libendless_reader.so");
+    endless_reader_at(&lib, marker);
+    lib
+}
 
 /// SIGKILL to the CLI while the library runs in `mpiq-dllhost`: the helper
 /// dies with it, and the rank runs on. Two libraries: one that loops in
@@ -1015,29 +622,21 @@ fn cli_killed_while_the_library_runs() {
     let pid = job.pid_of(0);
     let marker = dir.path("looping");
     let spinner = dir.path("libspinner.so");
-    fake_dll(
+    fake_dll_at(
         &spinner,
-        &["FAKE_CRASH_LOOP".into(), format!("FAKE_MARKER={}", marker.display())],
+        &["-DFAKE_CRASH_LOOP", &format!("-DFAKE_MARKER={}", marker.display())],
     );
-    let reader = c_library(
-        &dir,
-        "endless_reader",
-        ENDLESS_READER,
-        &[&format!("MARKER=\"{}\"", marker.display())],
-    );
+    let reader = endless_reader(&dir, &marker);
     for lib in [spinner, reader] {
         let _ = fs::remove_file(&marker);
         let lib_s = lib.display().to_string();
-        let mut cmd = mpiq_cmd(&["queues", "--pid", &pid.to_string(), "--dll", &lib_s, "--timeout", "100"]);
-        cmd.env("MPIQ_MAX_FAILURES", "100000000")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let mut mpiq = cmd.spawn().expect("mpiq");
+        let mut cmd = cli_command(&["queues", "--pid", &pid.to_string(), "--dll", &lib_s, "--timeout", "100"]);
+        cmd.env("MPIQ_MAX_FAILURES", "100000000");
+        let mut mpiq = spawn(cmd);
         let deadline = Instant::now() + Duration::from_secs(60);
         while !marker.exists() {
             assert!(Instant::now() < deadline, "{lib_s} never started");
-            assert!(mpiq.try_wait().expect("try_wait").is_none(), "mpiq ended early");
+            assert!(!mpiq.has_exited(), "mpiq ended early");
             std::thread::sleep(Duration::from_millis(50));
         }
         std::thread::sleep(Duration::from_millis(300));
@@ -1050,8 +649,8 @@ fn cli_killed_while_the_library_runs() {
         assert_eq!(helpers.len(), 1, "one mpiq-dllhost under mpiq: {helpers:?}");
         let helper = mpiq_tests::procs::Proc::of(helpers[0]).expect("the helper");
         assert!(helper.name.starts_with("mpiq-dllhost"), "{helper}");
-        mpiq.kill().expect("SIGKILL mpiq");
-        let _ = mpiq.wait();
+        mpiq.signal("KILL");
+        let _ = mpiq.wait_within(Duration::from_secs(20));
         let deadline = Instant::now() + Duration::from_secs(10);
         while helper.is_alive() {
             if Instant::now() >= deadline {
@@ -1070,12 +669,7 @@ fn cli_killed_while_the_library_runs() {
 fn ctrl_c_stops_an_lldb_dump() {
     let dir = WorkDir::new("lldb-ctrl-c");
     let marker = dir.path("looping");
-    let lib = c_library(
-        &dir,
-        "endless_reader",
-        ENDLESS_READER,
-        &[&format!("MARKER=\"{}\"", marker.display())],
-    );
+    let lib = endless_reader(&dir, &marker);
     let job = ring_job();
     let dump = format!("mpi queues --dll {} --timeout 100", lib.display());
     let (text, after) = lldb_interactive(

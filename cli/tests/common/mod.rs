@@ -1,5 +1,7 @@
 //! Shared by the reader tests: building the C fixtures (fixtures/README.md),
-//! running them, and asking gdb the same questions as mpiq.
+//! running them, and asking gdb the same questions as mpiq. Commands run
+//! through the workspace's one runner, `mpiq_tests::run` (output, status,
+//! timeout).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -7,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use mpiq::Target;
+use mpiq_tests::run::run;
 
 /// Whether a tool is on PATH.
 pub fn have(tool: &str) -> bool {
@@ -29,14 +32,10 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
-fn run(cmd: &mut Command) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// Runs a build step; fails the test with its output unless it succeeds.
+fn must_run(cmd: &mut Command) {
+    let r = run(&mut *cmd);
+    assert!(r.success, "{cmd:?} failed:\n{r}");
 }
 
 /// How a fixture is built.
@@ -81,33 +80,38 @@ pub fn build(variant: Variant) -> Built {
     }
     let lib = dir.join("libfx.so");
     let exe = dir.join("fx");
-    run(Command::new("gcc")
-        .args(&cflags)
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(src.join("libfx.c")));
+    must_run(
+        Command::new("gcc")
+            .args(&cflags)
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&lib)
+            .arg(src.join("libfx.c")),
+    );
     let mut link = Command::new("gcc");
     link.args(&cflags);
     if variant == Variant::Dwarf4NoPie {
         link.args(["-no-pie", "-fno-pie"]);
     }
-    run(link
-        .arg("-o")
-        .arg(&exe)
-        .arg(src.join("main.c"))
-        .arg(format!("-L{}", dir.display()))
-        .args(["-lfx", "-Wl,-rpath,$ORIGIN"]));
+    must_run(
+        link.arg("-o")
+            .arg(&exe)
+            .arg(src.join("main.c"))
+            .arg(format!("-L{}", dir.display()))
+            .args(["-lfx", "-Wl,-rpath,$ORIGIN"]),
+    );
     match variant {
         Variant::DebugLink => {
             std::fs::create_dir_all(dir.join(".debug")).unwrap();
             let dbg = dir.join(".debug/libfx.so.debug");
-            run(Command::new("objcopy").arg("--only-keep-debug").arg(&lib).arg(&dbg));
-            run(Command::new("strip").arg("--strip-all").arg(&lib));
+            must_run(Command::new("objcopy").arg("--only-keep-debug").arg(&lib).arg(&dbg));
+            must_run(Command::new("strip").arg("--strip-all").arg(&lib));
             // objcopy looks the file up by the name given, then records its basename.
-            run(Command::new("objcopy")
-                .current_dir(dir.join(".debug"))
-                .arg("--add-gnu-debuglink=libfx.so.debug")
-                .arg(&lib));
+            must_run(
+                Command::new("objcopy")
+                    .current_dir(dir.join(".debug"))
+                    .arg("--add-gnu-debuglink=libfx.so.debug")
+                    .arg(&lib),
+            );
         }
         Variant::BuildId => {
             for f in [&lib, &exe] {
@@ -115,13 +119,13 @@ pub fn build(variant: Variant) -> Built {
                 let d = dir.join("debugroot/.build-id").join(&id[..2]);
                 std::fs::create_dir_all(&d).unwrap();
                 let dbg = d.join(format!("{}.debug", &id[2..]));
-                run(Command::new("objcopy").arg("--only-keep-debug").arg(f).arg(&dbg));
-                run(Command::new("strip").arg("--strip-debug").arg(f));
+                must_run(Command::new("objcopy").arg("--only-keep-debug").arg(f).arg(&dbg));
+                must_run(Command::new("strip").arg("--strip-debug").arg(f));
             }
         }
         Variant::Dwz => {
             let common = dir.join("common.dwz");
-            run(Command::new("dwz").arg("-m").arg(&common).arg(&lib).arg(&exe));
+            must_run(Command::new("dwz").arg("-m").arg(&common).arg(&lib).arg(&exe));
         }
         _ => {}
     }
@@ -136,9 +140,9 @@ impl Drop for Built {
 
 /// The build id of a file, in hex (from `readelf -n`).
 pub fn build_id(f: &Path) -> String {
-    let out = Command::new("readelf").arg("-n").arg(f).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
+    let out = run(Command::new("readelf").arg("-n").arg(f));
+    out.stdout
+        .lines()
         .find_map(|l| l.trim().strip_prefix("Build ID: "))
         .expect("fixture has a build id")
         .trim()
@@ -270,14 +274,9 @@ pub fn ask_gdb(target: &[String], extra: &[String], qs: &[Q]) -> Vec<Option<u64>
         cmd.arg("-ex").arg("echo @@\\n").arg("-ex").arg(q.gdb());
     }
     cmd.arg("-ex").arg("echo @@\\n");
-    let out = cmd.stdin(Stdio::null()).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let chunks: Vec<&str> = text.split("@@\n").skip(1).collect();
-    assert!(
-        chunks.len() >= qs.len(),
-        "gdb output:\n{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run(cmd);
+    let chunks: Vec<&str> = out.stdout.split("@@\n").skip(1).collect();
+    assert!(chunks.len() >= qs.len(), "gdb output:\n{out}");
     chunks[..qs.len()]
         .iter()
         .map(|c| c.lines().find(|l| l.starts_with('$')).and_then(gdb_value))
