@@ -19,8 +19,8 @@
 #![deny(unsafe_op_in_unsafe_fn, improper_ctypes, improper_ctypes_definitions)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-// The layers, lowest first (ARCHITECTURE.md, "Layers"; checked by
-// bridge/tests/layers.rs): a module uses only modules of lower layers.
+// The modules form layers (ARCHITECTURE.md, "Layers of the bridge"; checked
+// by bridge/tests/layers.rs): a module uses only modules of lower layers.
 
 /// Cross-rank analysis of a whole job: matching, wait-for graph, deadlocks.
 pub mod analysis;

@@ -153,8 +153,8 @@ impl Target for ReadAhead<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::cache::test_memory::Mem;
     use crate::target::cache::PageCache;
+    use crate::testkit::Mem;
 
     /// The blocks one dump read are read ahead for the next dump of that
     /// process, lent to the page cache in place of a host read; one that

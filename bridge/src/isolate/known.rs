@@ -277,59 +277,13 @@ pub(super) struct KnownIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target::{ByteOrder, ProcessDescription};
 
-    /// Answers lookups; type "T" has the id `t`; counts the questions.
-    struct Lookups {
-        t: u64,
-        asked: usize,
-    }
-
-    impl Target for Lookups {
-        fn describe(&self) -> ProcessDescription {
-            ProcessDescription::default()
-        }
-        fn read_memory(&mut self, _: u64, _: &mut [u8]) -> Result<(), TargetError> {
-            unreachable!("no memory is read before the helper starts")
-        }
-        fn find_symbol(&mut self, n: &str) -> Result<Option<u64>, TargetError> {
-            self.asked += 1;
-            match n {
-                "a" => Ok(Some(0x10)),
-                "gone" => Err(TargetError::Host("cannot say".into())),
-                _ => Ok(None),
-            }
-        }
-        fn find_function(&mut self, _: &str) -> Result<Option<u64>, TargetError> {
-            self.asked += 1;
-            Ok(None)
-        }
-        fn find_type(&mut self, n: &str) -> Result<Option<TypeId>, TargetError> {
-            self.asked += 1;
-            Ok((n == "T").then_some(TypeId(self.t)))
-        }
-        fn field_offset(&mut self, ty: TypeId, f: &str) -> Result<Option<u64>, TargetError> {
-            self.asked += 1;
-            assert_eq!(ty.0, self.t, "fields are asked with this dump's type id");
-            Ok((f == "x").then_some(8))
-        }
-        fn size_of(&mut self, _: TypeId) -> Result<Option<u64>, TargetError> {
-            self.asked += 1;
-            Ok(Some(24))
-        }
-        fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-            self.asked += 1;
-            Ok(TypeSizes::LP64)
-        }
-        fn byte_order(&mut self) -> ByteOrder {
-            ByteOrder::Little
-        }
-    }
+    use crate::testkit::Lookups;
 
     #[test]
     fn questions_of_one_dump_are_answered_afresh_before_the_next() {
         let dll = Path::new("/test/known/libmqs.so");
-        let mut first = Lookups { t: 4, asked: 0 };
+        let mut first = Lookups::new(4);
         let (known, mut learner) = Known::prepare(&mut first, dll, None);
         assert_eq!(first.asked, 0, "nothing learned yet");
         assert!(known.types.is_empty());
@@ -358,8 +312,9 @@ mod tests {
         }
         learner.remember();
         // The next dump: "T" now has another id; the answers follow it.
-        let mut second = Lookups { t: 9, asked: 0 };
+        let mut second = Lookups::new(9);
         let (known, _) = Known::prepare(&mut second, dll, None);
+        assert_eq!(second.reads, 0, "no memory is read before the helper starts");
         assert_eq!(
             second.asked, 6,
             "a, T, U, T.x, sizeof T, type sizes; not the failed one"
@@ -386,7 +341,7 @@ mod tests {
     /// gets nothing read ahead.
     #[test]
     fn blocks_of_one_dump_are_read_ahead_for_the_next_of_that_process() {
-        use crate::target::cache::test_memory::Mem;
+        use crate::testkit::Mem;
         let dll = Path::new("/test/known/prefetch.so");
         let mut region = sys::Region::create(1 << 20).unwrap();
         // 0x1000..0x6000 readable; 0xdead000 is not.

@@ -224,58 +224,7 @@ impl Target for Cached<'_> {
 mod tests {
     use super::*;
 
-    /// Answers lookups; the type "T" has the host id `t`; counts questions.
-    struct Host {
-        identity: Option<String>,
-        t: u64,
-        asked: usize,
-    }
-
-    impl Target for Host {
-        fn describe(&self) -> ProcessDescription {
-            ProcessDescription::default()
-        }
-        fn read_memory(&mut self, _: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-            buf.fill(7);
-            Ok(())
-        }
-        fn find_symbol(&mut self, n: &str) -> Result<Option<u64>, TargetError> {
-            self.asked += 1;
-            match n {
-                "a" => Ok(Some(0x10)),
-                "gone" => Err(TargetError::Host("cannot say".into())),
-                _ => Ok(None),
-            }
-        }
-        fn find_function(&mut self, _: &str) -> Result<Option<u64>, TargetError> {
-            self.asked += 1;
-            Ok(None)
-        }
-        fn find_type(&mut self, n: &str) -> Result<Option<TypeId>, TargetError> {
-            self.asked += 1;
-            Ok((n == "T").then_some(TypeId(self.t)))
-        }
-        fn field_offset(&mut self, ty: TypeId, f: &str) -> Result<Option<u64>, TargetError> {
-            self.asked += 1;
-            assert_eq!(ty.0, self.t, "the host is asked with its own type id");
-            Ok((f == "x").then_some(8))
-        }
-        fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
-            self.asked += 1;
-            assert_eq!(ty.0, self.t);
-            Ok(Some(24))
-        }
-        fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-            self.asked += 1;
-            Ok(TypeSizes::LP64)
-        }
-        fn byte_order(&mut self) -> ByteOrder {
-            ByteOrder::Little
-        }
-        fn identity(&mut self) -> Option<String> {
-            self.identity.clone()
-        }
-    }
+    use crate::testkit::Lookups as Host;
 
     fn ask_all(t: &mut dyn Target) {
         assert_eq!(t.find_symbol("a").unwrap(), Some(0x10));
@@ -300,8 +249,7 @@ mod tests {
         let id = Some("answers-test-1".to_string());
         let mut host = Host {
             identity: id.clone(),
-            t: 4,
-            asked: 0,
+            ..Host::new(4)
         };
         ask_all(&mut Cached::new(&mut host));
         assert_eq!(host.asked, 8, "a, gone, f, T, U, T.x, sizeof T, sizes");
@@ -309,8 +257,7 @@ mod tests {
         // and the host's new id of T is found by name for a new question.
         let mut again = Host {
             identity: id,
-            t: 9,
-            asked: 0,
+            ..Host::new(9)
         };
         {
             let mut c = Cached::new(&mut again);
@@ -323,16 +270,14 @@ mod tests {
         for identity in [Some("answers-test-2".to_string()), None] {
             let mut other = Host {
                 identity,
-                t: 4,
-                asked: 0,
+                ..Host::new(4)
             };
             ask_all(&mut Cached::new(&mut other));
             assert_eq!(other.asked, 8);
         }
         let mut none = Host {
             identity: None,
-            t: 4,
-            asked: 0,
+            ..Host::new(4)
         };
         ask_all(&mut Cached::new(&mut none));
         assert_eq!(none.asked, 8, "no identity: nothing kept between dumps");
@@ -344,15 +289,13 @@ mod tests {
         for i in 0..=KEPT_TARGETS {
             let mut h = Host {
                 identity: Some(format!("answers-lru-{i}")),
-                t: 1,
-                asked: 0,
+                ..Host::new(1)
             };
             ask_all(&mut Cached::new(&mut h));
         }
         let mut first = Host {
             identity: Some("answers-lru-0".into()),
-            t: 1,
-            asked: 0,
+            ..Host::new(1)
         };
         ask_all(&mut Cached::new(&mut first));
         assert_eq!(first.asked, 8, "the oldest identity was dropped");

@@ -239,104 +239,11 @@ impl PageCache {
     }
 }
 
-/// A memory-only [`Target`] for unit tests.
-#[cfg(test)]
-pub(crate) mod test_memory {
-    use crate::target::*;
-
-    /// Memory from `base`, `len` bytes readable, each byte its address's
-    /// low byte; `reads` counts the reads asked. Process `pid`, if any.
-    pub(crate) struct Mem {
-        pub base: u64,
-        pub len: u64,
-        pub reads: u64,
-        pub pid: Option<u32>,
-        /// With [`Mem::holding`]: all of it, handed out in place.
-        pub image: Option<std::sync::Arc<Vec<u8>>>,
-        /// Blocks handed out in place.
-        pub held: u64,
-    }
-
-    impl Mem {
-        /// `len` bytes readable from `base`, no process id.
-        pub(crate) fn new(base: u64, len: u64) -> Mem {
-            Mem {
-                base,
-                len,
-                reads: 0,
-                pid: None,
-                image: None,
-                held: 0,
-            }
-        }
-
-        /// The same memory, held by the host: [`Target::held_memory`]
-        /// answers every block inside it.
-        pub(crate) fn holding(mut self) -> Mem {
-            self.image = Some(std::sync::Arc::new(
-                (0..self.len).map(|i| (self.base + i) as u8).collect(),
-            ));
-            self
-        }
-    }
-
-    impl Target for Mem {
-        fn describe(&self) -> ProcessDescription {
-            ProcessDescription {
-                pid: self.pid,
-                executable: String::new(),
-            }
-        }
-        fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-            self.reads += 1;
-            if addr < self.base || addr + buf.len() as u64 > self.base + self.len {
-                return Err(TargetError::Unreadable {
-                    addr,
-                    len: buf.len() as u64,
-                    reason: "unmapped".into(),
-                });
-            }
-            for (i, b) in buf.iter_mut().enumerate() {
-                *b = (addr + i as u64) as u8;
-            }
-            Ok(())
-        }
-        fn held_memory(&mut self, addr: u64, len: usize) -> Option<HeldBytes> {
-            let image = self.image.clone()?;
-            let from = usize::try_from(addr.checked_sub(self.base)?).ok()?;
-            let held = HeldBytes::new(image, from, len)?;
-            self.held += 1;
-            Some(held)
-        }
-        fn find_symbol(&mut self, _: &str) -> Result<Option<u64>, TargetError> {
-            Ok(None)
-        }
-        fn find_function(&mut self, _: &str) -> Result<Option<u64>, TargetError> {
-            Ok(None)
-        }
-        fn find_type(&mut self, _: &str) -> Result<Option<TypeId>, TargetError> {
-            Ok(None)
-        }
-        fn field_offset(&mut self, _: TypeId, _: &str) -> Result<Option<u64>, TargetError> {
-            Ok(None)
-        }
-        fn size_of(&mut self, _: TypeId) -> Result<Option<u64>, TargetError> {
-            Ok(None)
-        }
-        fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-            Ok(TypeSizes::LP64)
-        }
-        fn byte_order(&mut self) -> ByteOrder {
-            ByteOrder::Little
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::test_memory::Mem;
     use super::*;
     use crate::target::*;
+    use crate::testkit::Mem;
 
     #[test]
     fn one_host_read_per_page() {

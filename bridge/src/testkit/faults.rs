@@ -1,7 +1,7 @@
 //! Fault injection in front of any target.
 
 use super::rng::mix;
-use crate::cache::PAGE;
+use crate::target::cache::PAGE;
 use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// What a [`Faulty`] target does to the target it wraps. The default does

@@ -23,7 +23,7 @@ pub struct Mem {
     /// Blocks handed out in place by [`Target::held_memory`].
     pub held: u64,
     /// With [`Mem::holding`]: each region's start and bytes.
-    image: Vec<(u64, Box<[u8]>)>,
+    image: Vec<(u64, std::sync::Arc<Vec<u8>>)>,
 }
 
 impl Mem {
@@ -58,7 +58,7 @@ impl Mem {
         self.image = self
             .regions
             .iter()
-            .map(|&(s, e)| (s, (s..e).map(self.pattern).collect()))
+            .map(|&(s, e)| (s, std::sync::Arc::new((s..e).map(self.pattern).collect())))
             .collect();
         self
     }
@@ -115,15 +115,12 @@ impl Target for Mem {
     }
 
     fn held_memory(&mut self, addr: u64, len: usize) -> Option<HeldBytes> {
-        let bytes = self.image.iter().find_map(|(start, image)| {
+        let held = self.image.iter().find_map(|(start, image)| {
             let from = usize::try_from(addr.checked_sub(*start)?).ok()?;
-            image.get(from..from.checked_add(len)?)
+            HeldBytes::new(image.clone(), from, len)
         })?;
         self.held += 1;
-        // SAFETY: the image is made once by `holding` and neither changed
-        // nor dropped while the Mem lives; the tests drop the caches holding
-        // these bytes before the Mem (a borrow of the Mem outlives them).
-        Some(unsafe { HeldBytes::new(bytes.as_ptr(), bytes.len()) })
+        Some(held)
     }
 
     fn find_symbol(&mut self, _: &str) -> Result<Option<u64>, TargetError> {

@@ -10,6 +10,7 @@
 //!   over, every read failing from the N-th on, pages or lookups failing at
 //!   random (decided by a salt, so a case replays), an interruption — and
 //!   keeps a [`Tally`] of what it did;
+//! * [`Lookups`]: a target that answers questions by name and counts them;
 //! * [`Rng`]: a small deterministic pseudo-random generator (SplitMix64), so
 //!   that a failing case is replayed from its seed.
 //!
@@ -39,9 +40,11 @@
 //! ```
 
 mod faults;
+mod lookups;
 mod mem;
 mod rng;
 
 pub use faults::{Faults, Faulty, Tally};
+pub use lookups::Lookups;
 pub use mem::Mem;
 pub use rng::{mix, Rng};
