@@ -97,7 +97,9 @@ enum mpiq_dump_status {
 /* Dump the message queues of `count` targets.
  * `args` are the command's arguments as the user typed them (NULL or "" for
  * the defaults): [--json] [--all] [--comm NAME|ID] [--queue sends|receives|unexpected]
- * [--dll FILE] [--stats]. See mpiq_help().
+ * [--dll FILE] [--stats] [--record FILE] [--in-process] [--timeout SECS], and
+ * [--targets T] (or --inferiors, --target), which the caller acts on and
+ * mpiq_dump accepts and ignores. mpiq_help() lists them all.
  * *output is always set to a NUL-terminated UTF-8 string (the snapshot, or
  * the error message) that the caller frees with mpiq_free(). */
 int mpiq_dump(const mpiq_target *const *targets, size_t count, const char *args, char **output);
@@ -109,7 +111,11 @@ void mpiq_set_error(const char *message);
 /* Free a string returned by mpiq. NULL is allowed. */
 void mpiq_free(char *s);
 
-/* Help text for the arguments mpiq_dump accepts (static, do not free). */
+/* Help text for the arguments mpiq_dump accepts (static, do not free), made
+ * from the library's option table. Its first paragraph (up to the first
+ * blank line) is the usage line without a command name: "Arguments: " and
+ * one item per option, "[--flag]" or "[--flag VALUE]", "..." after a
+ * repeatable one. Then a description and one line per option. */
 const char *mpiq_help(void);
 
 /* Version of the mpiq library, e.g. "0.1.0" (static, do not free). */

@@ -337,7 +337,7 @@ static HELP_C: std::sync::OnceLock<CString> = std::sync::OnceLock::new();
 #[no_mangle]
 pub extern "C" fn mpiq_help() -> *const c_char {
     HELP_C
-        .get_or_init(|| CString::new(crate::options::HELP).unwrap_or_default())
+        .get_or_init(|| CString::new(crate::options::HELP.as_str()).unwrap_or_default())
         .as_ptr()
 }
 

@@ -37,9 +37,12 @@ pub mod dump;
 pub mod ffi;
 /// Running the debug library in the helper process `mpiq-dllhost`.
 pub mod isolate;
-/// The arguments of the queue commands.
+/// The lookup diagnostic: a debug library's questions asked of a target.
+pub mod lookup;
+/// The table of the queue command's options: its parser, help and usage line.
 pub mod options;
-/// The one text renderer and the JSON of a snapshot.
+/// The one text renderer and the JSON of a snapshot; a snapshot with its
+/// cross-rank analysis (`render::report`).
 pub mod render;
 /// The snapshot model, and what is known once a process is read.
 pub mod snapshot;
@@ -54,7 +57,7 @@ pub mod testkit;
 pub use collect::{collect, Interrupted};
 pub use dll::discover;
 pub use options::{DumpOptions, Format, UsageError, HELP};
-pub use render::{render, render_text};
+pub use render::{render, render_text, Report, Samples};
 pub use snapshot::model::*;
 pub use target::{cache, record};
 pub use target::{ByteOrder, HeldBytes, HeldRegion, ProcessDescription, Target, TargetError, TypeId, TypeSizes};

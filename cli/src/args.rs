@@ -2,8 +2,10 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use mpiq::{DumpOptions, UsageError};
+use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use mpiq::lookup::{Lookup, LOOKUP_OPTIONS};
+use mpiq::options::{Handler, OptionSpec, DUMP_OPTIONS};
+use mpiq::{DumpOptions, Format, UsageError};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -113,12 +115,14 @@ pub enum Command {
         #[command(flatten)]
         dump: DumpArgs,
     },
-    /// Answer the symbol and type questions a debug library asks, the way
-    /// mpiq answers them (for checking mpiq against gdb).
+    /// Answer the questions a debug library asks (symbols, types, fields,
+    /// strings, memory), the way mpiq answers them (for checking mpiq
+    /// against gdb). The same questions and output as lldb's `mpi lookup`.
     #[command(after_help = "\
 Example: mpiq lookup --pid 4242 --string MPIR_dll_name --sizeof ompi_communicator_t \\
            --offsetof ompi_communicator_t.c_name
-Output: one line per question: KIND NAME VALUE, where VALUE is - when not found.")]
+Output: one line per answer: KIND NAME VALUE, where VALUE is - when there is none,
+by kind in the order of the options above.")]
     Lookup {
         /// A live process (stopped while it is read).
         #[arg(long, value_name = "PID", conflicts_with = "core", required_unless_present = "core")]
@@ -126,25 +130,9 @@ Output: one line per question: KIND NAME VALUE, where VALUE is - when not found.
         /// A core file.
         #[arg(long, value_name = "FILE")]
         core: Option<PathBuf>,
-        /// Runtime address of a data symbol.
-        #[arg(long, value_name = "NAME")]
-        symbol: Vec<String>,
-        /// Runtime address of a function.
-        #[arg(long, value_name = "NAME")]
-        function: Vec<String>,
-        /// The C string a `char *` or `char[]` data symbol holds (a `char[]`
-        /// when the symbol's type says so, else a pointer is followed).
-        #[arg(long, value_name = "NAME")]
-        string: Vec<String>,
-        /// sizeof a type (`X`, `struct X`, `union X`, a typedef).
-        #[arg(long, value_name = "TYPE")]
-        sizeof: Vec<String>,
-        /// Offset of a field: TYPE.FIELD.
-        #[arg(long, value_name = "TYPE.FIELD")]
-        offsetof: Vec<String>,
-        /// Print the answers as JSON.
-        #[arg(long)]
-        json: bool,
+        /// The questions (the bridge's lookup options).
+        #[command(flatten)]
+        questions: LookupArgs,
     },
 }
 
@@ -162,58 +150,185 @@ pub enum OutputFormat {
     Csv,
 }
 
-/// The options every dump command takes (the bridge's `DumpOptions`, and
-/// the output of the analysis).
-#[derive(Debug, Clone, Default, Args)]
+/// The help heading of the options every front end has.
+const SHARED_HEADING: &str = "Options of every front end (also gdb's info mpi-queues, lldb's mpi queues)";
+/// The help heading of `mpiq lookup`'s questions.
+const LOOKUP_HEADING: &str = "Questions (the same in lldb's mpi lookup)";
+/// The help heading of the CLI's own output options.
+const OUTPUT_HEADING: &str = "Output options (mpiq only)";
+
+/// The options every dump command takes: the bridge's dump options, made
+/// from its table ([`mpiq::options::DUMP_OPTIONS`]: the same names, values
+/// and help lines as in gdb and lldb) and parsed by the bridge; and the
+/// CLI's own output options, which only it has: `--format
+/// text|json|dot|csv`, `--svg FILE` and `--no-analysis` (the analysis of
+/// several ranks and its wait-for graph).
+#[derive(Debug, Clone, Default)]
 pub struct DumpArgs {
     /// Output format: text, json (mpiq.snapshot/1 plus "analysis"), dot
     /// (the wait-for graph for graphviz) or csv (its edges).
-    #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<OutputFormat>,
-    /// The same as --format json.
-    #[arg(long)]
-    pub json: bool,
     /// Also render the wait-for graph as SVG into FILE (needs graphviz's
     /// `dot`).
-    #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
-    /// Show the queues only, without the cross-rank analysis (the exit
-    /// status is then 0 on success).
-    #[arg(long, conflicts_with = "svg")]
+    /// Show the queues only, without the cross-rank analysis.
     pub no_analysis: bool,
-    /// Also list communicators with nothing pending.
-    #[arg(long)]
-    pub all: bool,
-    /// Only the communicator with this name or id.
-    #[arg(long, value_name = "NAME|ID")]
-    pub comm: Option<String>,
-    /// Only queue Q: sends, receives or unexpected (repeatable, or comma-separated).
-    #[arg(long, value_name = "Q")]
-    pub queue: Vec<String>,
-    /// Use this debug library instead of the one the target names.
-    #[arg(long, value_name = "FILE")]
-    pub dll: Option<PathBuf>,
-    /// Add counters per process (library reads, host reads, time).
-    #[arg(long)]
-    pub stats: bool,
-    /// Save everything the debug library read, for `mpiq replay FILE`
-    /// (`job`: the last sample).
-    #[arg(long, value_name = "FILE")]
-    pub record: Option<PathBuf>,
-    /// Run the debug library inside mpiq instead of the helper
-    /// mpiq-dllhost (which keeps a crashing library from taking mpiq down).
-    #[arg(long)]
-    pub in_process: bool,
-    /// Give up on a process when the debug library is silent this long
-    /// (seconds; default 10).
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<String>,
+    /// The bridge's options as given (`--all`, `--queue Q`, ...), for
+    /// [`DumpOptions::parse`].
+    pub options: Vec<String>,
+}
+
+impl Args for DumpArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.arg(
+            Arg::new("format")
+                .long("format")
+                .value_name("FORMAT")
+                .value_parser(clap::value_parser!(OutputFormat))
+                .help(
+                    "Output format: text, json (mpiq.snapshot/1 plus \"analysis\"), dot (the wait-for graph \
+                     for graphviz) or csv (its edges)",
+                )
+                .help_heading(OUTPUT_HEADING),
+        )
+        .arg(
+            Arg::new("svg")
+                .long("svg")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help("Also render the wait-for graph as SVG into FILE (needs graphviz's `dot`)")
+                .help_heading(OUTPUT_HEADING),
+        )
+        .arg(
+            Arg::new("no_analysis")
+                .long("no-analysis")
+                .action(ArgAction::SetTrue)
+                .conflicts_with("svg")
+                .help("Show the queues only, without the cross-rank analysis (the exit status is then 0 on success)")
+                .help_heading(OUTPUT_HEADING),
+        )
+        .args(table_args(DUMP_OPTIONS, SHARED_HEADING))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for DumpArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        Ok(DumpArgs {
+            format: m.get_one::<OutputFormat>("format").copied(),
+            svg: m.get_one::<PathBuf>("svg").cloned(),
+            no_analysis: m.get_flag("no_analysis"),
+            options: table_values(DUMP_OPTIONS, m),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+/// The questions of `mpiq lookup`: the bridge's lookup options, made from
+/// its table ([`mpiq::lookup::LOOKUP_OPTIONS`]) and parsed by the bridge.
+#[derive(Debug, Clone, Default)]
+pub struct LookupArgs {
+    /// The options as given, for [`Lookup::parse`].
+    pub options: Vec<String>,
+}
+
+impl LookupArgs {
+    /// The parsed questions.
+    pub fn to_lookup(&self) -> Result<Lookup, UsageError> {
+        Lookup::parse(&self.options)
+    }
+}
+
+impl Args for LookupArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.args(table_args(LOOKUP_OPTIONS, LOOKUP_HEADING))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl FromArgMatches for LookupArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        Ok(LookupArgs {
+            options: table_values(LOOKUP_OPTIONS, m),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+/// The rows of a bridge option table the CLI has (those the bridge acts
+/// on; `--targets` picks a debugger's targets, the CLI names processes its
+/// own way) as clap arguments, with the table's help lines.
+fn table_args<T>(table: &'static [OptionSpec<T>], heading: &'static str) -> Vec<Arg> {
+    table
+        .iter()
+        .filter(|spec| spec.handler == Handler::Bridge)
+        .map(|spec| {
+            let help = spec.full_help();
+            let mut first = help.chars();
+            let help: String = first
+                .next()
+                .map(|c| c.to_ascii_uppercase())
+                .into_iter()
+                .chain(first)
+                .collect();
+            let arg = Arg::new(spec.name)
+                .long(spec.name)
+                .aliases(spec.aliases)
+                .help(help)
+                .help_heading(heading);
+            match spec.value {
+                None => arg.action(ArgAction::SetTrue),
+                Some(value) => arg.value_name(value).action(if spec.repeatable {
+                    ArgAction::Append
+                } else {
+                    ArgAction::Set
+                }),
+            }
+        })
+        .collect()
+}
+
+/// The arguments [`table_args`] matched, back as words for the bridge's
+/// parser (`--name`, `--name VALUE`), in the table's order.
+fn table_values<T>(table: &'static [OptionSpec<T>], m: &ArgMatches) -> Vec<String> {
+    let mut out = Vec::new();
+    for spec in table.iter().filter(|spec| spec.handler == Handler::Bridge) {
+        match spec.value {
+            None => {
+                if m.get_flag(spec.name) {
+                    out.push(spec.flag());
+                }
+            }
+            Some(_) => {
+                for v in m.get_many::<String>(spec.name).into_iter().flatten() {
+                    out.push(spec.flag());
+                    out.push(v.clone());
+                }
+            }
+        }
+    }
+    out
 }
 
 impl DumpArgs {
     /// The output format (`--json` is `--format json`).
     pub fn output_format(&self) -> Result<OutputFormat, UsageError> {
-        let f = match (self.format, self.json) {
+        let json = DumpOptions::parse(&self.options)?.format == Format::Json;
+        let f = match (self.format, json) {
             (Some(f), true) if f != OutputFormat::Json => {
                 return Err(UsageError(format!(
                     "--json and --format {} disagree",
@@ -234,37 +349,14 @@ impl DumpArgs {
     }
 
     /// The bridge's options (parsed by the bridge, so every front end
-    /// accepts the same values).
+    /// accepts the same values), JSON when the output is.
     pub fn to_options(&self) -> Result<DumpOptions, UsageError> {
-        let mut args: Vec<String> = Vec::new();
-        if self.output_format()? == OutputFormat::Json {
-            args.push("--json".into());
-        }
-        if self.all {
-            args.push("--all".into());
-        }
-        if self.stats {
-            args.push("--stats".into());
-        }
-        if let Some(c) = &self.comm {
-            args.push(format!("--comm={c}"));
-        }
-        for q in &self.queue {
-            args.push(format!("--queue={q}"));
-        }
-        if let Some(d) = &self.dll {
-            args.push(format!("--dll={}", d.display()));
-        }
-        if let Some(r) = &self.record {
-            args.push(format!("--record={}", r.display()));
-        }
-        if self.in_process {
-            args.push("--in-process".into());
-        }
-        if let Some(t) = &self.timeout {
-            args.push(format!("--timeout={t}"));
-        }
-        DumpOptions::parse(&args)
+        let mut opts = DumpOptions::parse(&self.options)?;
+        opts.format = match self.output_format()? {
+            OutputFormat::Json => Format::Json,
+            _ => Format::Text,
+        };
+        Ok(opts)
     }
 }
 
@@ -272,7 +364,6 @@ impl DumpArgs {
 mod tests {
     use super::*;
     use clap::CommandFactory;
-    use mpiq::Format;
 
     #[test]
     fn cli_is_consistent() {
@@ -313,13 +404,13 @@ mod tests {
         assert_eq!(o.timeout_ms, Some(2500));
         assert!(o.in_process);
         assert!(DumpArgs {
-            timeout: Some("soon".into()),
+            options: vec!["--timeout".into(), "soon".into()],
             ..DumpArgs::default()
         }
         .to_options()
         .is_err());
         assert!(DumpArgs {
-            queue: vec!["bogus".into()],
+            options: vec!["--queue".into(), "bogus".into()],
             ..DumpArgs::default()
         }
         .to_options()
@@ -370,5 +461,95 @@ mod tests {
         assert!(Cli::try_parse_from(["mpiq", "queues"]).is_err());
         assert!(Cli::try_parse_from(["mpiq", "lookup", "--pid", "1", "--core", "x"]).is_err());
         assert!(Cli::try_parse_from(["mpiq", "core"]).is_err());
+    }
+
+    #[test]
+    fn every_bridge_option_is_an_argument_with_the_tables_help() {
+        let mut cmd = Cli::command();
+        for sub in ["queues", "core", "job", "replay"] {
+            let sub = cmd.find_subcommand_mut(sub).unwrap();
+            let help = sub.render_long_help().to_string();
+            for spec in DUMP_OPTIONS {
+                let arg = sub.get_arguments().find(|a| a.get_id() == spec.name);
+                let Some(arg) = arg.filter(|_| spec.handler == Handler::Bridge) else {
+                    // --targets is the debuggers' own.
+                    assert!(arg.is_none() && spec.handler == Handler::FrontEnd, "{}", spec.name);
+                    continue;
+                };
+                assert_eq!(arg.get_long(), Some(spec.name));
+                let names: Vec<String> = arg
+                    .get_value_names()
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect();
+                assert_eq!(
+                    names,
+                    spec.value.into_iter().map(String::from).collect::<Vec<_>>(),
+                    "{}",
+                    spec.name
+                );
+                let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+                let first_words: Vec<&str> = spec.help.split_whitespace().skip(1).take(4).collect();
+                assert!(flat.contains(&first_words.join(" ")), "{}'s help:\n{help}", spec.name);
+            }
+            assert!(help.contains(OUTPUT_HEADING) && help.contains(SHARED_HEADING), "{help}");
+        }
+        let cli = Cli::try_parse_from([
+            "mpiq",
+            "queues",
+            "--pid",
+            "1",
+            "--queue",
+            "sends",
+            "--queue",
+            "unexpected,recv",
+            "--all",
+        ])
+        .unwrap();
+        let Command::Queues { dump, .. } = cli.command else {
+            panic!("not queues")
+        };
+        assert_eq!(
+            dump.options,
+            ["--all", "--queue", "sends", "--queue", "unexpected,recv"]
+        );
+        assert_eq!(dump.to_options().unwrap().queues.len(), 3);
+        assert!(Cli::try_parse_from(["mpiq", "queues", "--pid", "1", "--targets", "all"]).is_err());
+    }
+
+    #[test]
+    fn lookup_questions_are_the_bridges() {
+        let cli = Cli::try_parse_from([
+            "mpiq",
+            "lookup",
+            "--pid",
+            "1",
+            "--string",
+            "MPIR_dll_name",
+            "--sizes",
+            "--symbol",
+            "a",
+            "--symbol",
+            "b",
+            "--offsetof",
+            "T.f",
+            "--read",
+            "0x10:4",
+            "--json",
+        ])
+        .unwrap();
+        let Command::Lookup { pid, questions, .. } = cli.command else {
+            panic!("not lookup")
+        };
+        assert_eq!(pid, Some(1));
+        let l = questions.to_lookup().unwrap();
+        assert!(l.json);
+        assert_eq!(l.questions.len(), 6);
+        let bad = Cli::try_parse_from(["mpiq", "lookup", "--pid", "1", "--offsetof", "T"]).unwrap();
+        let Command::Lookup { questions, .. } = bad.command else {
+            panic!("not lookup")
+        };
+        assert!(questions.to_lookup().unwrap_err().0.contains("TYPE.FIELD"));
     }
 }

@@ -1,15 +1,16 @@
-//! What a command prints: the snapshot as the bridge renders it (the same
-//! text and JSON as gdb's and lldb's), plus the cross-rank analysis
-//! ([`mpiq::analysis`]) as a text section, a top-level `"analysis"` JSON
-//! object, a graphviz graph, CSV edges or an SVG file; and the exit status
-//! the verdict maps to.
+//! What a command prints: the snapshot with its cross-rank analysis as the
+//! bridge renders it ([`mpiq::render::report`], text or JSON, which every
+//! front end could print), or the CLI's own outputs of the analysis: a
+//! graphviz graph, CSV edges, an SVG file; and the exit status the verdict
+//! maps to.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use mpiq::analysis::{self, Analysis, Verdict};
-use mpiq::{DumpOptions, Snapshot};
+pub use mpiq::render::{Report, Samples};
+use mpiq::DumpOptions;
 
 use crate::args::OutputFormat;
 
@@ -27,139 +28,16 @@ pub fn exit_code(verdict: Option<Verdict>) -> u8 {
     }
 }
 
-/// The samples of one command: the last snapshot and, for a live job, the
-/// one before it.
-#[derive(Debug, Default)]
-pub struct Samples {
-    /// The snapshot shown.
-    pub current: Snapshot,
-    /// The sample taken before it, when two were taken.
-    pub previous: Option<Snapshot>,
-    /// Milliseconds between the starts of the two samples.
-    pub interval_ms: Option<u64>,
-    /// Why a second sample that was asked for could not be taken.
-    pub second_failed: Option<String>,
-}
-
-/// A snapshot with inferred groups and, when made, its analysis.
-#[derive(Debug)]
-pub struct Report {
-    /// The snapshot, with the groups [`analysis::infer_groups`] could
-    /// infer (`world_ranks_source = "inferred"`).
-    pub snapshot: Snapshot,
-    /// The cross-rank analysis, if one was made.
-    pub analysis: Option<Analysis>,
-}
-
-impl Report {
-    /// The snapshot alone, exactly as collected.
-    pub fn plain(snapshot: Snapshot) -> Report {
-        Report {
-            snapshot,
-            analysis: None,
-        }
+/// The output in `format`: text and JSON as the bridge renders the report
+/// (`opts` filters the snapshot's communicators and queues, never the
+/// analysis, which is about the whole job; `opts.format` is JSON when
+/// `format` is); the wait-for graph for graphviz or as CSV edges.
+pub fn render(report: &Report, format: OutputFormat, opts: &DumpOptions) -> String {
+    match (format, &report.analysis) {
+        (OutputFormat::Dot, Some(a)) => analysis::render_dot(a),
+        (OutputFormat::Csv, Some(a)) => analysis::render_csv(a),
+        _ => report.render(opts),
     }
-
-    /// Analyses the samples (groups inferred, two samples compared) and
-    /// fills in the groups of the snapshot shown.
-    pub fn analyzed(samples: Samples) -> Report {
-        let Samples {
-            mut current,
-            previous,
-            interval_ms,
-            second_failed,
-        } = samples;
-        let mut a = analysis::analyze_samples(&current, previous.as_ref(), interval_ms);
-        if let Some(why) = second_failed {
-            second_sample_failed(&mut a, &why);
-        }
-        analysis::infer_groups(&mut current);
-        Report {
-            snapshot: current,
-            analysis: Some(a),
-        }
-    }
-
-    /// The verdict, if an analysis was made.
-    pub fn verdict(&self) -> Option<Verdict> {
-        self.analysis.as_ref().map(|a| a.verdict)
-    }
-
-    /// The output in `format`; `opts` filters the snapshot's communicators
-    /// and queues (never the analysis, which is about the whole job).
-    pub fn render(&self, format: OutputFormat, opts: &DumpOptions) -> String {
-        let Some(a) = &self.analysis else {
-            return mpiq::render(&self.snapshot, opts);
-        };
-        match format {
-            OutputFormat::Text => {
-                let mut out = mpiq::render(&self.snapshot, opts);
-                if !out.is_empty() {
-                    out.push('\n');
-                }
-                out.push_str(&analysis::render_text(a));
-                out
-            }
-            OutputFormat::Json => with_analysis_json(&mpiq::render(&self.snapshot, opts), a),
-            OutputFormat::Dot => analysis::render_dot(a),
-            OutputFormat::Csv => analysis::render_csv(a),
-        }
-    }
-}
-
-/// A live job whose second sample failed (its ranks exited or vanished
-/// between the samples): the first sample alone cannot show a deadlock that
-/// lasts.
-fn second_sample_failed(a: &mut Analysis, why: &str) {
-    let why = why.lines().next().unwrap_or_default();
-    a.notes.push(format!(
-        "the second sample could not be taken ({why}): the verdict rests on the first sample alone"
-    ));
-    if a.verdict == Verdict::Deadlock {
-        a.verdict = Verdict::Unknown;
-        a.summary = format!(
-            "unknown: the ranks could not be read again for a second sample (they may have exited); \
-             the first sample alone said {}",
-            a.summary
-        );
-    }
-}
-
-/// Inserts `"analysis"` as the last key of the snapshot JSON the bridge
-/// rendered, leaving `schema` and `processes` byte for byte as they are.
-///
-/// Done on the text (the bridge's pretty JSON ends in `\n}\n`; JSON strings
-/// hold no raw newline, so indenting lines is safe): a job of 16 ranks with
-/// 1,000 receives each is 17 MB of JSON, and a `serde_json::Value` of it
-/// would cost several times that.
-pub fn with_analysis_json(snapshot_json: &str, a: &Analysis) -> String {
-    let analysis = serde_json::to_string_pretty(a).unwrap_or_else(|e| {
-        serde_json::json!({ "verdict": "unknown", "summary": format!("cannot serialize the analysis: {e}") })
-            .to_string()
-    });
-    let Some(head) = snapshot_json.strip_suffix("\n}\n").filter(|h| h.starts_with('{')) else {
-        // Not the bridge's usual layout (an error object): go through a Value.
-        let mut value: serde_json::Value = match serde_json::from_str(snapshot_json) {
-            Ok(v) => v,
-            Err(_) => return snapshot_json.to_string(),
-        };
-        if let (Some(obj), Ok(av)) = (value.as_object_mut(), serde_json::from_str(&analysis)) {
-            obj.insert("analysis".into(), av);
-        }
-        return serde_json::to_string_pretty(&value).unwrap_or_default() + "\n";
-    };
-    let mut out = String::with_capacity(snapshot_json.len() + analysis.len() + analysis.len() / 8 + 32);
-    out.push_str(head);
-    out.push_str(if head.trim_end() == "{" { "\n" } else { ",\n" });
-    out.push_str("  \"analysis\": ");
-    for (i, line) in analysis.lines().enumerate() {
-        if i > 0 {
-            out.push_str("\n  ");
-        }
-        out.push_str(line);
-    }
-    out.push_str("\n}\n");
-    out
 }
 
 /// Why the wait-for graph could not be drawn.
@@ -234,6 +112,8 @@ pub fn write_svg(a: &Analysis, path: &Path) -> Result<(), SvgError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mpiq::render::report::{second_sample_failed, with_analysis_json};
+    use mpiq::Snapshot;
 
     #[test]
     fn exit_codes() {
@@ -252,7 +132,7 @@ mod tests {
             current: snap,
             ..Samples::default()
         });
-        let out = r.render(OutputFormat::Json, &opts);
+        let out = render(&r, OutputFormat::Json, &opts);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["schema", "processes", "analysis"]);
@@ -273,11 +153,15 @@ mod tests {
             .unwrap()
             .insert("analysis".into(), serde_json::to_value(&a).unwrap());
         assert_eq!(text, serde_json::to_string_pretty(&whole).unwrap() + "\n");
-        assert!(r
-            .render(OutputFormat::Text, &DumpOptions::default())
-            .contains("Deadlock analysis: unknown"));
-        assert!(r.render(OutputFormat::Dot, &opts).starts_with("digraph"));
-        assert!(r.render(OutputFormat::Csv, &opts).starts_with("from,to,kind"));
+        assert!(render(&r, OutputFormat::Text, &DumpOptions::default()).contains("Deadlock analysis: unknown"));
+        assert!(render(&r, OutputFormat::Dot, &opts).starts_with("digraph"));
+        assert!(render(&r, OutputFormat::Csv, &opts).starts_with("from,to,kind"));
+        // Without an analysis, every format is the snapshot.
+        let plain_report = Report::plain(Snapshot::default());
+        assert_eq!(
+            render(&plain_report, OutputFormat::Dot, &DumpOptions::default()),
+            mpiq::render(&Snapshot::default(), &DumpOptions::default())
+        );
     }
 
     #[test]

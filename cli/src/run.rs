@@ -456,7 +456,7 @@ fn finish(samples: Samples, whole_job: bool, dump: &DumpArgs, opts: &DumpOptions
         report::write_svg(a, path)?;
     }
     Ok(Outcome {
-        stdout: report.render(format, opts),
+        stdout: report::render(&report, format, opts),
         verdict: report.verdict(),
     })
 }
@@ -501,32 +501,17 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
             let opts = dump_command(dump)?;
             finish(one(run_replay(file, &opts)?), false, dump, &opts)
         }
-        Command::Lookup {
-            pid,
-            core,
-            symbol,
-            function,
-            string,
-            sizeof,
-            offsetof,
-            json,
-        } => {
-            let questions = crate::lookup::Questions {
-                symbol: symbol.clone(),
-                function: function.clone(),
-                string: string.clone(),
-                sizeof: sizeof.clone(),
-                offsetof: offsetof.clone(),
-            };
+        Command::Lookup { pid, core, questions } => {
+            let questions = questions.to_lookup()?;
             let stdout = if let Some(core) = core {
                 let mut p = CoreProcess::open_core(core, None)?;
-                crate::lookup::run_lookup(&mut p, &questions, *json)?
+                crate::lookup::run_lookup(&mut p, &questions)?
             } else {
                 let pid = pid.unwrap_or_default();
                 let mut p = LiveProcess::attach(pid).map_err(|e| RunError::NothingOpened(e.to_string()))?;
                 rep.note("stopped");
                 test_hold();
-                let out = crate::lookup::run_lookup(&mut p, &questions, *json);
+                let out = crate::lookup::run_lookup(&mut p, &questions);
                 rep.note("answered");
                 if let Err(e) = p.detach() {
                     eprintln!("mpiq: warning: {e}");

@@ -5,29 +5,33 @@ import gdb
 from .capi import MPIQ_DUMP_INTERRUPTED, MPIQ_DUMP_OK, MPIQ_DUMP_USAGE
 from .dump import MpiqDump
 from .library import library
-from .options import parse_args, quote, select_inferiors
+from .options import parse_args, quote, select_inferiors, usage_and_body, valued_flags
 from .target import MpiqTarget
 
-_INFERIORS_HELP = (
-    "  --inferiors I   read inferiors I: all, or numbers like 1,3 "
-    "(default: the current one)\n")
+# gdb's own part of the help, after the library's (whose --targets line is
+# the same as lldb's).
+_GDB_HELP = (
+    "\nIn gdb, --targets picks inferiors (`info inferiors` numbers them); --inferiors\n"
+    "is its other spelling. The process must be stopped (or be a core file).\n"
+    "`set mpi dll-path FILE` makes --dll FILE the default. Ctrl-C stops a long dump.")
+
+# The flags that take a value, from mpiq_help() (set by command_doc()).
+_valued = valued_flags("")
 
 
 def command_doc():
-    """`help info mpi-queues`: the library's own help plus the shim's part."""
+    """`help info mpi-queues`: the usage line and the help made from the
+    library's option table (mpiq_help()), then the shim's part."""
+    global _valued
     try:
-        body = library().mpiq_help().decode("utf-8", "replace")
+        help_text = library().mpiq_help().decode("utf-8", "replace")
     except gdb.GdbError as e:
-        body = f"({e})\n"
+        help_text = f"({e})\n"
+    _valued = valued_flags(help_text)
+    usage, body = usage_and_body(help_text, "info mpi-queues")
     if not body.endswith("\n"):
         body += "\n"
-    return (
-        "Show the MPI message queues of the process.\n"
-        "Usage: info mpi-queues [--json] [--all] [--comm NAME|ID] [--queue sends|receives|unexpected]\n"
-        "                       [--dll FILE] [--stats] [--inferiors all|N,M]\n\n"
-        + body + _INFERIORS_HELP
-        + "\nThe process must be stopped (or be a core file). `set mpi dll-path FILE`\n"
-        "makes --dll FILE the default. Ctrl-C stops a long dump.")
+    return "Show the MPI message queues of the process.\n" + usage + "\n\n" + body + _GDB_HELP
 
 
 class InfoQueues(gdb.Command):
@@ -37,7 +41,7 @@ class InfoQueues(gdb.Command):
         super().__init__("info mpi-queues", gdb.COMMAND_STATUS, gdb.COMPLETE_NONE)
 
     def invoke(self, arg, from_tty):
-        args, spec, wants_help, has_dll = parse_args(arg or "")
+        args, spec, wants_help, has_dll = parse_args(arg or "", _valued)
         if wants_help:
             gdb.write(self.__doc__ + "\n")
             return

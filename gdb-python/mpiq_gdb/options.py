@@ -1,10 +1,49 @@
-"""The shim's own part of `info mpi-queues`'s command line: --inferiors is
-handled here (it picks gdb inferiors); everything else goes to mpiq_dump,
-which parses it for every front end."""
+"""The shim's own part of `info mpi-queues`'s command line: --targets (or
+its other spellings --inferiors, --target) is handled here (it picks gdb
+inferiors); everything else goes to mpiq_dump, which parses it for every
+front end. The usage line and the flags that take a value come from the
+library's option table, through mpiq_help()."""
 
 import re
 
 import gdb
+
+# The spellings of the option that picks inferiors: the bridge's table's
+# --targets (the same name as in lldb) and its other spellings.
+TARGETS_FLAGS = ("--targets", "--inferiors", "--target")
+
+# The first paragraph of mpiq_help() is the usage line without the command.
+_ARGUMENTS = "Arguments: "
+# One item of it: [--flag] or [--flag VALUE], `...` when repeatable.
+_ITEM = re.compile(r"\[(--[A-Za-z0-9-]+)( [^\]]+)?\](?:\.\.\.)?")
+# Flags that take a value when mpiq_help() cannot be read.
+_VALUED_FALLBACK = ("--comm", "--queue", "--dll", "--record", "--timeout") + TARGETS_FLAGS
+
+
+def usage_and_body(help_text, command):
+    """(usage line of `command`, the rest of mpiq_help()'s text): the usage
+    line made from mpiq_help()'s first paragraph, wrapped."""
+    if not help_text.startswith(_ARGUMENTS):
+        return f"Usage: {command} [OPTIONS]", help_text
+    first, _, body = help_text.partition("\n\n")
+    items = [m.group(0) for m in _ITEM.finditer(first)]
+    lead = f"Usage: {command} "
+    lines, line = [], lead
+    for item in items:
+        if len(line) > len(lead) and len(line) + len(item) > 79:
+            lines.append(line.rstrip())
+            line = " " * len(lead)
+        line += item + " "
+    lines.append(line.rstrip())
+    return "\n".join(lines), body
+
+
+def valued_flags(help_text):
+    """The flags that take a value, from mpiq_help()'s usage line, plus
+    --targets' spellings."""
+    first = help_text.partition("\n\n")[0] if help_text.startswith(_ARGUMENTS) else ""
+    valued = tuple(m.group(1) for m in _ITEM.finditer(first) if m.group(2))
+    return (valued + TARGETS_FLAGS) if valued else _VALUED_FALLBACK
 
 
 def split_words(line):
@@ -44,13 +83,11 @@ def quote(word):
     return "'" + word.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-# Flags that take a value, as `--flag VALUE` or `--flag=VALUE`.
-_VALUED = ("--comm", "--queue", "--dll", "--inferiors")
-
-
-def parse_args(line):
+def parse_args(line, valued=_VALUED_FALLBACK):
     """Splits off what the shim handles. Returns (rest of the line for
-    mpiq_dump, --inferiors value or None, --help given, --dll given)."""
+    mpiq_dump, (spelling, value) of --targets or None, --help given, --dll
+    given). `valued`: the flags that take a value (`--flag VALUE` or
+    `--flag=VALUE`), see valued_flags()."""
     words = split_words(line)
     spec, cut, wants_help, has_dll = None, [], False, False
     k = 0
@@ -63,16 +100,16 @@ def parse_args(line):
             wants_help = True
         if flag == "--dll":
             has_dll = True
-        if flag in _VALUED and not eq:
+        if flag in valued and not eq:
             k += 1  # the next word is this flag's value
             if k < len(words):
                 value, end = words[k][2], words[k][1]
             else:
                 value = ""
-        if flag == "--inferiors":
+        if flag in TARGETS_FLAGS:
             if not value:
-                raise gdb.GdbError("--inferiors needs a value: all, or inferior numbers like 1,3")
-            spec = value
+                raise gdb.GdbError(f"{flag} needs a value: all, or inferior numbers like 1,3")
+            spec = (flag, value)
             cut.append((start, end))
         k += 1
     for start, end in reversed(cut):
@@ -81,7 +118,9 @@ def parse_args(line):
 
 
 def select_inferiors(spec):
-    """The inferiors --inferiors names (default: the current one), checked."""
+    """The inferiors --targets names (default: the current one), checked.
+    `spec`: (spelling, value) from parse_args, or None."""
+    flag, spec = spec if spec is not None else ("--targets", None)
     if spec is None:
         chosen, skip_empty = [gdb.selected_inferior()], False
     elif spec == "all":
@@ -92,11 +131,11 @@ def select_inferiors(spec):
         for part in spec.split(","):
             m = re.match(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?\Z", part)
             if not m:
-                raise gdb.GdbError(f"--inferiors: '{part}' is not an inferior number; use all or a list like 1,3")
+                raise gdb.GdbError(f"{flag}: '{part}' is not an inferior number; use all or a list like 1,3")
             low = int(m.group(1))
             for num in range(low, int(m.group(2) or low) + 1):
                 if num not in by_num:
-                    raise gdb.GdbError(f"--inferiors: no inferior {num} (see `info inferiors`)")
+                    raise gdb.GdbError(f"{flag}: no inferior {num} (see `info inferiors`)")
                 if by_num[num] not in chosen:
                     chosen.append(by_num[num])
     several = len(chosen) > 1 or spec is not None

@@ -5,22 +5,22 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use mpiq::{DumpOptions, Target, HELP};
+use mpiq::options::{options_help, synopsis, DESCRIPTION, DUMP_OPTIONS, TARGETS_ALIASES, TARGETS_NAME};
+use mpiq::{DumpOptions, Target};
 
 use crate::ffi::{CommandOutput, Session, TargetHost};
 use crate::target::LldbTarget;
 
-/// The line `help mpi queues` adds to [`mpiq::HELP`] for the option only
-/// LLDB has.
-/// (No `\` continuation: it would eat the line's indentation.)
-const TARGETS_HELP: &str = concat!(
-    "  --targets T     read these LLDB targets ('target list'): 'all' or\n",
-    "                  indexes N,M; default: the selected target\n",
-);
-
-/// Long help of `mpi queues`.
+/// Long help of `mpi queues`: the bridge's description and its table's
+/// option lines (`--targets` among them: the same line as gdb's), then
+/// examples. The usage line is [`queues_syntax`].
 pub fn queues_help() -> String {
-    format!("{HELP}{TARGETS_HELP}{EXAMPLES}")
+    format!("{DESCRIPTION}\nOptions:\n{}{EXAMPLES}", options_help(DUMP_OPTIONS))
+}
+
+/// The syntax line of `mpi queues`, from the bridge's table.
+pub fn queues_syntax() -> String {
+    format!("mpi queues {}", synopsis(DUMP_OPTIONS))
 }
 
 /// The end of `help mpi queues`.
@@ -37,7 +37,12 @@ pub fn run_queues(session: &Session, args: Vec<String>) -> CommandOutput {
 
 /// Long help of `mpi lookup`.
 pub fn lookup_help() -> String {
-    crate::lookup::HELP.to_owned()
+    crate::lookup::help()
+}
+
+/// The syntax line of `mpi lookup`.
+pub fn lookup_syntax() -> String {
+    crate::lookup::syntax()
 }
 
 /// `mpi lookup ARGS...`
@@ -83,6 +88,13 @@ struct QueuesArgs {
     rest: Vec<String>,
 }
 
+/// Whether `flag` is `--targets` or one of its other spellings (gdb's
+/// `--inferiors`, the earlier `--target`), as the bridge's table has them.
+fn is_targets(flag: &str) -> bool {
+    flag.strip_prefix("--")
+        .is_some_and(|f| f == TARGETS_NAME || TARGETS_ALIASES.contains(&f))
+}
+
 fn parse_args(args: &[String]) -> Result<QueuesArgs, String> {
     let mut parsed = QueuesArgs {
         help: false,
@@ -96,9 +108,9 @@ fn parse_args(args: &[String]) -> Result<QueuesArgs, String> {
                 parsed.help = true;
                 continue;
             }
-            "--targets" | "--target" => it.next().cloned(),
-            a => match a.strip_prefix("--targets=").or_else(|| a.strip_prefix("--target=")) {
-                Some(v) => Some(v.to_owned()),
+            a if is_targets(a) => it.next().cloned(),
+            a => match a.split_once('=').filter(|(f, _)| is_targets(f)) {
+                Some((_, v)) => Some(v.to_owned()),
                 None => {
                     parsed.rest.push(arg.clone());
                     continue;
@@ -110,6 +122,7 @@ fn parse_args(args: &[String]) -> Result<QueuesArgs, String> {
     Ok(parsed)
 }
 
+/// `all`, or target indexes `N,M` and ranges `N-M`.
 fn parse_selection(value: &str) -> Result<Selection, String> {
     if value.is_empty() {
         return Err("--targets needs a value: 'all' or target indexes N,M".into());
@@ -119,11 +132,17 @@ fn parse_selection(value: &str) -> Result<Selection, String> {
     }
     let mut indexes = Vec::new();
     for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let index: u32 = part
-            .parse()
-            .map_err(|_| format!("bad target index '{part}': use 'all' or the numbers 'target list' shows"))?;
-        if !indexes.contains(&index) {
-            indexes.push(index);
+        let bad = || format!("bad target index '{part}': use 'all' or the numbers 'target list' shows");
+        let (low, high) = part.split_once('-').unwrap_or((part, part));
+        let low: u32 = low.trim().parse().map_err(|_| bad())?;
+        let high: u32 = high.trim().parse().map_err(|_| bad())?;
+        if high < low || high - low > 4096 {
+            return Err(bad());
+        }
+        for index in low..=high {
+            if !indexes.contains(&index) {
+                indexes.push(index);
+            }
         }
     }
     if indexes.is_empty() {
@@ -239,12 +258,36 @@ mod tests {
         assert!(parse_args(&args("--targets")).unwrap_err().contains("needs a value"));
         assert!(parse_args(&args("--targets x")).unwrap_err().contains("'x'"));
         assert!(parse_args(&args("--targets ,")).unwrap_err().contains("needs a value"));
+        assert!(parse_args(&args("--targets 3-1")).unwrap_err().contains("'3-1'"));
+    }
+
+    #[test]
+    fn targets_has_the_tables_spellings_and_ranges() {
+        for line in ["--inferiors 1-3,0", "--target=1-3,0", "--targets 1,2-3,0"] {
+            let a = parse_args(&args(line)).unwrap();
+            assert_eq!(a.targets, Selection::Indexes(vec![1, 2, 3, 0]), "{line}");
+            assert!(a.rest.is_empty(), "{line}");
+        }
+        assert!(queues_syntax().contains("[--targets T]"), "{}", queues_syntax());
+        for spec in DUMP_OPTIONS {
+            assert!(queues_syntax().contains(&spec.usage()), "{}", spec.name);
+        }
     }
 
     #[test]
     fn help_mentions_every_option() {
         let help = queues_help();
-        for opt in ["--json", "--all", "--comm", "--queue", "--dll", "--targets"] {
+        for opt in [
+            "--json",
+            "--all",
+            "--comm",
+            "--queue",
+            "--dll",
+            "--targets",
+            "--record",
+            "--in-process",
+            "--timeout",
+        ] {
             assert!(help.contains(opt), "{opt}");
         }
     }

@@ -25,6 +25,10 @@ mod bridge {
         fn queues_help() -> String;
         /// Long help of `mpi lookup`.
         fn lookup_help() -> String;
+        /// Syntax line of `mpi queues` (from the bridge's option table).
+        fn queues_syntax() -> String;
+        /// Syntax line of `mpi lookup` (from the bridge's lookup table).
+        fn lookup_syntax() -> String;
     }
 
     unsafe extern "C++" {
@@ -89,4 +93,4 @@ mod bridge {
     }
 }
 
-use crate::command::{lookup_help, queues_help, run_lookup, run_queues};
+use crate::command::{lookup_help, lookup_syntax, queues_help, queues_syntax, run_lookup, run_queues};

@@ -180,20 +180,21 @@ bool plugin_initialize(const lldb::SBDebugger *debugger_ptr) {
         "mpi", "Commands for MPI programs (mpiq).");
     if (!mpi.IsValid())
       return false;
+    // The syntax lines and long help come from the bridge's option tables.
+    std::string queues_usage(queues_syntax());
     lldb::SBCommand queues = mpi.AddCommand(
         "queues", new QueuesCommand(),
         "Show the MPI message queues (pending sends, posted receives, "
         "unexpected messages) of the stopped process.",
-        "mpi queues [--json] [--all] [--comm NAME|ID] [--queue Q] "
-        "[--targets all|N,M] [--dll FILE] [more options below]");
+        queues_usage.c_str());
     std::string queues_long(queues_help());
     queues.SetHelpLong(queues_long.c_str());
+    std::string lookup_usage(lookup_syntax());
     lldb::SBCommand lookup = mpi.AddCommand(
         "lookup", new LookupCommand(),
         "Diagnostic: show what mpiq's debug-library callbacks answer for "
         "a symbol, function, type or field.",
-        "mpi lookup symbol|function NAME | type NAME [FIELD...] | "
-        "read ADDR LEN | sizes");
+        lookup_usage.c_str());
     std::string lookup_long(lookup_help());
     lookup.SetHelpLong(lookup_long.c_str());
     return queues.IsValid() && lookup.IsValid();

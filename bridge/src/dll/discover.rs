@@ -77,7 +77,12 @@ pub fn read_c_string(t: &mut dyn Target, addr: u64) -> Result<String, TargetErro
 
 /// Reads what `symbol` holds: a char array (the usual `char MPIR_dll_name[]`)
 /// or a `char *` to a string.
-fn read_name_variable(t: &mut dyn Target, addr: u64, psize: usize, order: ByteOrder) -> Result<String, TargetError> {
+pub fn read_name_variable(
+    t: &mut dyn Target,
+    addr: u64,
+    psize: usize,
+    order: ByteOrder,
+) -> Result<String, TargetError> {
     let direct = read_c_string(t, addr)?;
     if direct.starts_with('/') || (direct.len() > 1 && direct.is_ascii() && !direct.contains(char::is_control)) {
         return Ok(direct);

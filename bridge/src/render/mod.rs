@@ -1,6 +1,11 @@
-//! The one text renderer and the JSON writer, shared by every front end.
+//! The one text renderer and the JSON writer, shared by every front end;
+//! [`report`]: a snapshot with its cross-rank analysis.
 
 use std::fmt::Write;
+
+pub mod report;
+
+pub use report::{Report, Samples};
 
 use crate::options::{DumpOptions, Format};
 use crate::snapshot::model::*;

@@ -1,0 +1,219 @@
+//! A snapshot with its cross-rank analysis, as text or JSON: the snapshot as
+//! [`super::render`] prints it, then the analysis ([`crate::analysis`]) as a
+//! text section or as a top-level `"analysis"` JSON object. Every front end
+//! can print the same report; the CLI does (its graphviz, CSV and SVG
+//! outputs of the wait-for graph are its own).
+
+use crate::analysis::{self, Analysis, Verdict};
+use crate::options::{DumpOptions, Format};
+use crate::snapshot::model::Snapshot;
+
+/// The samples of one command: the last snapshot and, for a live job, the
+/// one before it.
+#[derive(Debug, Default)]
+pub struct Samples {
+    /// The snapshot shown.
+    pub current: Snapshot,
+    /// The sample taken before it, when two were taken.
+    pub previous: Option<Snapshot>,
+    /// Milliseconds between the starts of the two samples.
+    pub interval_ms: Option<u64>,
+    /// Why a second sample that was asked for could not be taken.
+    pub second_failed: Option<String>,
+}
+
+/// A snapshot with inferred groups and, when made, its analysis.
+#[derive(Debug)]
+pub struct Report {
+    /// The snapshot, with the groups [`analysis::infer_groups`] could
+    /// infer (`world_ranks_source = "inferred"`).
+    pub snapshot: Snapshot,
+    /// The cross-rank analysis, if one was made.
+    pub analysis: Option<Analysis>,
+}
+
+impl Report {
+    /// The snapshot alone, exactly as collected.
+    pub fn plain(snapshot: Snapshot) -> Report {
+        Report {
+            snapshot,
+            analysis: None,
+        }
+    }
+
+    /// Analyses the samples (groups inferred, two samples compared) and
+    /// fills in the groups of the snapshot shown.
+    pub fn analyzed(samples: Samples) -> Report {
+        let Samples {
+            mut current,
+            previous,
+            interval_ms,
+            second_failed,
+        } = samples;
+        let mut a = analysis::analyze_samples(&current, previous.as_ref(), interval_ms);
+        if let Some(why) = second_failed {
+            second_sample_failed(&mut a, &why);
+        }
+        analysis::infer_groups(&mut current);
+        Report {
+            snapshot: current,
+            analysis: Some(a),
+        }
+    }
+
+    /// The verdict, if an analysis was made.
+    pub fn verdict(&self) -> Option<Verdict> {
+        self.analysis.as_ref().map(|a| a.verdict)
+    }
+
+    /// The report as `opts.format` asks: the snapshot (its communicators and
+    /// queues filtered by `opts`), then the analysis, which is about the
+    /// whole job and never filtered.
+    pub fn render(&self, opts: &DumpOptions) -> String {
+        let Some(a) = &self.analysis else {
+            return super::render(&self.snapshot, opts);
+        };
+        match opts.format {
+            Format::Text => {
+                let mut out = super::render(&self.snapshot, opts);
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(&analysis::render_text(a));
+                out
+            }
+            Format::Json => with_analysis_json(&super::render(&self.snapshot, opts), a),
+        }
+    }
+}
+
+/// Notes in the analysis of a live job that its second sample failed (its
+/// ranks exited or vanished between the samples): the first sample alone
+/// cannot show a deadlock that lasts, so a deadlock becomes unknown.
+pub fn second_sample_failed(a: &mut Analysis, why: &str) {
+    let why = why.lines().next().unwrap_or_default();
+    a.notes.push(format!(
+        "the second sample could not be taken ({why}): the verdict rests on the first sample alone"
+    ));
+    if a.verdict == Verdict::Deadlock {
+        a.verdict = Verdict::Unknown;
+        a.summary = format!(
+            "unknown: the ranks could not be read again for a second sample (they may have exited); \
+             the first sample alone said {}",
+            a.summary
+        );
+    }
+}
+
+/// Inserts `"analysis"` as the last key of the snapshot JSON
+/// [`super::render_json`] printed, leaving `schema` and `processes` byte for
+/// byte as they are.
+///
+/// Done on the text (the pretty JSON ends in `\n}\n`; JSON strings hold no
+/// raw newline, so indenting lines is safe): a job of 16 ranks with 1,000
+/// receives each is 17 MB of JSON, and a `serde_json::Value` of it would
+/// cost several times that.
+pub fn with_analysis_json(snapshot_json: &str, a: &Analysis) -> String {
+    let analysis = serde_json::to_string_pretty(a).unwrap_or_else(|e| {
+        serde_json::json!({ "verdict": "unknown", "summary": format!("cannot serialize the analysis: {e}") })
+            .to_string()
+    });
+    let Some(head) = snapshot_json.strip_suffix("\n}\n").filter(|h| h.starts_with('{')) else {
+        // Not the usual layout (an error object): go through a Value.
+        let mut value: serde_json::Value = match serde_json::from_str(snapshot_json) {
+            Ok(v) => v,
+            Err(_) => return snapshot_json.to_string(),
+        };
+        if let (Some(obj), Ok(av)) = (value.as_object_mut(), serde_json::from_str(&analysis)) {
+            obj.insert("analysis".into(), av);
+        }
+        return serde_json::to_string_pretty(&value).unwrap_or_default() + "\n";
+    };
+    let mut out = String::with_capacity(snapshot_json.len() + analysis.len() + analysis.len() / 8 + 32);
+    out.push_str(head);
+    out.push_str(if head.trim_end() == "{" { "\n" } else { ",\n" });
+    out.push_str("  \"analysis\": ");
+    for (i, line) in analysis.lines().enumerate() {
+        if i > 0 {
+            out.push_str("\n  ");
+        }
+        out.push_str(line);
+    }
+    out.push_str("\n}\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::model::ProcessSnapshot;
+
+    fn failed_process() -> ProcessSnapshot {
+        ProcessSnapshot {
+            pid: Some(7),
+            world_rank: Some(0),
+            executable: "x".into(),
+            dll: None,
+            error: Some("gone".into()),
+            messages: vec![],
+            communicators: vec![],
+            stats: None,
+        }
+    }
+
+    #[test]
+    fn the_analysis_follows_the_snapshot_in_json() {
+        let opts = DumpOptions::parse_line("--json").unwrap();
+        let plain = super::super::render(&Snapshot::default(), &opts);
+        let r = Report::analyzed(Samples::default());
+        let v: serde_json::Value = serde_json::from_str(&r.render(&opts)).unwrap();
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["schema", "processes", "analysis"]);
+        assert_eq!(v["analysis"]["verdict"], "unknown");
+        let mut without = v.clone();
+        without.as_object_mut().unwrap().remove("analysis");
+        assert_eq!(serde_json::to_string_pretty(&without).unwrap() + "\n", plain);
+        // The same text serde_json prints for the whole object.
+        let mut snap = Snapshot::default();
+        snap.processes.push(failed_process());
+        let a = analysis::analyze(&snap, None);
+        let text = with_analysis_json(&super::super::render(&snap, &opts), &a);
+        let mut whole = serde_json::to_value(&snap).unwrap();
+        whole
+            .as_object_mut()
+            .unwrap()
+            .insert("analysis".into(), serde_json::to_value(&a).unwrap());
+        assert_eq!(text, serde_json::to_string_pretty(&whole).unwrap() + "\n");
+        // Without an analysis: the snapshot as it is.
+        assert_eq!(
+            Report::plain(snap.clone()).render(&opts),
+            super::super::render(&snap, &opts)
+        );
+        assert_eq!(Report::plain(snap).verdict(), None);
+    }
+
+    #[test]
+    fn the_analysis_follows_the_snapshot_in_text() {
+        let r = Report::analyzed(Samples::default());
+        let text = r.render(&DumpOptions::default());
+        assert!(text.contains("Deadlock analysis: unknown"), "{text}");
+        assert_eq!(r.verdict(), Some(Verdict::Unknown));
+    }
+
+    #[test]
+    fn a_failed_second_sample_never_confirms_a_deadlock() {
+        let mut a = analysis::analyze(&Snapshot::default(), None);
+        a.verdict = Verdict::Deadlock;
+        a.summary = "deadlock: rank 0 waits for rank 1".into();
+        second_sample_failed(&mut a, "no process 4242\nmore");
+        assert_eq!(a.verdict, Verdict::Unknown);
+        assert!(a.summary.contains("rank 0 waits for rank 1"), "{}", a.summary);
+        assert!(a.notes.iter().any(|n| n.contains("no process 4242")), "{:?}", a.notes);
+        let r = Report::analyzed(Samples {
+            second_failed: Some("gone".into()),
+            ..Samples::default()
+        });
+        let notes = &r.analysis.as_ref().unwrap().notes;
+        assert!(notes.iter().any(|n| n.contains("(gone)")), "{notes:?}");
+    }
+}
