@@ -46,6 +46,8 @@ pub mod options;
 pub mod render;
 /// The snapshot model, and what is known once a process is read.
 pub mod snapshot;
+/// Where each rank is: MPI calls in call stacks (issue 12, in progress).
+pub mod stacks;
 /// The trait front ends implement to give access to a target; the page
 /// cache in front of it; recording and replaying its answers.
 pub mod target;
