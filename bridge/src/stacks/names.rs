@@ -129,6 +129,7 @@ pub fn classify(name: &str) -> CallClass {
     use CallClass::*;
     let collective = |kind| Collective { kind };
     match name {
+        "reduce_local" => Local,
         "send" | "rsend" => Send { synchronous: false },
         "ssend" => Send { synchronous: true },
         "bsend" | "mrecv" | "imrecv" => LocalSend,
@@ -160,14 +161,7 @@ pub fn classify(name: &str) -> CallClass {
         | "alltoallv"
         | "alltoallw"
         | "reduce_scatter"
-        | "reduce_scatter_block"
-        | "reduce_local" => {
-            if name == "reduce_local" {
-                Local
-            } else {
-                collective(self::Collective::Synchronising)
-            }
-        }
+        | "reduce_scatter_block" => collective(self::Collective::Synchronising),
         n if n.starts_with("neighbor_") => collective(self::Collective::Synchronising),
         "bcast" | "scatter" | "scatterv" | "gather" | "gatherv" | "reduce" => collective(self::Collective::Rooted),
         "scan" | "exscan" => collective(self::Collective::Prefix),
