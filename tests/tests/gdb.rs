@@ -15,6 +15,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use mpiq_tests::expect::{check_process, expected};
 use mpiq_tests::fixtures::{endless_reader_at, WorkDir};
 use mpiq_tests::frontends::{gdb_command_on, libmpiq, mpiq_py, workspace_root};
 use mpiq_tests::job::SCRUBBED_ENV_PREFIXES;
@@ -317,6 +318,57 @@ fn started_under_gdb_mpich() {
 }
 
 // --- Refusals and errors without MPI --------------------------------------------------
+
+/// libmpiq keeps gdb's answers to questions by name (symbols, types,
+/// fields) between dumps, under the inferior's identity: its number, its
+/// pid and a generation bumped on every objfile event. A second dump of the
+/// same process (answered from the cache) equals the first; the same
+/// inferior detached and attached to another run of the program (its
+/// libraries loaded elsewhere) gets that process's own answers.
+fn answers_follow_the_process(mpi: Mpi) {
+    let a = ring(mpi);
+    let b = ring(mpi);
+    let dir = WorkDir::new(&format!("gdb-answers-{mpi:?}"));
+    let file = |name: &str| dir.path(name).display().to_string();
+    let commands = [
+        format!("pipe info mpi-queues --json | cat > {}", file("a1.json")),
+        format!("pipe info mpi-queues --json | cat > {}", file("a2.json")),
+        "detach".to_string(),
+        format!("attach {}", b.pid_of(1)),
+        format!("pipe info mpi-queues --json --in-process | cat > {}", file("b.json")),
+    ];
+    let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let run = attach(a.pid_of(1), &commands);
+    assert!(run.success, "{run}");
+    let read = |name: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(file(name)).unwrap_or_else(|e| panic!("{name}: {e}\n{run}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"))
+    };
+    let (a1, a2, b1) = (read("a1.json"), read("a2.json"), read("b.json"));
+    assert_eq!(
+        mpiq_tests::golden::portable(a1.clone()),
+        mpiq_tests::golden::portable(a2),
+        "a second dump of the same process differs"
+    );
+    for (snapshot, job) in [(&a1, &a), (&b1, &b)] {
+        let p = &snapshot["processes"][0];
+        assert_eq!(p["pid"], job.pid_of(1), "{p:#}");
+        let exp = expected(Example::Ring, mpi, 1, 2, Example::Ring.default_args());
+        if let Err(e) = check_process(p, &exp, mpi) {
+            panic!("ring under {mpi}, rank 1 of job {}:\n{e}\n{p:#}", job.starter_pid());
+        }
+    }
+}
+
+#[test]
+fn answers_follow_the_process_openmpi() {
+    answers_follow_the_process(Mpi::OpenMpi);
+}
+
+#[test]
+fn answers_follow_the_process_mpich() {
+    answers_follow_the_process(Mpi::Mpich);
+}
 
 #[test]
 fn refuses_without_a_stopped_process() {
