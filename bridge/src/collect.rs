@@ -19,8 +19,9 @@ use crate::target::{Target, TargetError};
 #[error("interrupted")]
 pub struct Interrupted;
 
-/// Collects one process. Failures are recorded in the snapshot; only an
-/// interruption is an error.
+/// Collects one process: its queues and, with `--stacks`, every thread's
+/// call stack. Failures are recorded in the snapshot; only an interruption
+/// is an error.
 ///
 /// The debug library runs in a helper process (`mpiq-dllhost`, see
 /// [`crate::isolate`]) unless `opts.in_process` is set or no helper is
@@ -30,6 +31,28 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
     // Questions by name answered from the one cache, for every front end.
     let mut cached = Cached::new(target);
     let target: &mut dyn Target = &mut cached;
+    let mut snap = queues(target, opts)?;
+    if opts.stacks {
+        // Also when the queues could not be read: where each thread is
+        // matters most then.
+        snap.stacks = Some(match target.stacks() {
+            Ok(Some(threads)) => Stacks { threads, missing: None },
+            Ok(None) => Stacks {
+                threads: Vec::new(),
+                missing: Some("this front end gives no call stacks yet (the CLI does)".into()),
+            },
+            Err(TargetError::Interrupted) => return Err(Interrupted),
+            Err(e) => Stacks {
+                threads: Vec::new(),
+                missing: Some(format!("the call stacks could not be read: {e}")),
+            },
+        });
+    }
+    Ok(snap)
+}
+
+/// The queues of one process.
+fn queues(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSnapshot, Interrupted> {
     let start = Instant::now();
     let desc = target.describe();
     let known_rank = target.world_rank();
@@ -42,6 +65,7 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
         messages: Vec::new(),
         communicators: Vec::new(),
         stats: None,
+        stacks: None,
     };
     let candidates = match candidates(target, opts, &mut snap)? {
         Some(c) => c,
@@ -156,4 +180,100 @@ fn candidates(
     }
     snap.messages.extend(refusals);
     Ok(Some(list))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Recorder, Replay};
+    use crate::testkit::Mem;
+
+    /// A process without MPI whose host gives (or fails to give) stacks.
+    struct WithStacks {
+        mem: Mem,
+        stacks: Result<Option<Vec<ThreadStack>>, TargetError>,
+    }
+
+    impl Target for WithStacks {
+        fn describe(&self) -> crate::target::ProcessDescription {
+            self.mem.describe()
+        }
+        fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+            self.mem.read_memory(addr, buf)
+        }
+        fn find_symbol(&mut self, n: &str) -> Result<Option<u64>, TargetError> {
+            self.mem.find_symbol(n)
+        }
+        fn find_function(&mut self, n: &str) -> Result<Option<u64>, TargetError> {
+            self.mem.find_function(n)
+        }
+        fn find_type(&mut self, n: &str) -> Result<Option<crate::TypeId>, TargetError> {
+            self.mem.find_type(n)
+        }
+        fn field_offset(&mut self, t: crate::TypeId, f: &str) -> Result<Option<u64>, TargetError> {
+            self.mem.field_offset(t, f)
+        }
+        fn size_of(&mut self, t: crate::TypeId) -> Result<Option<u64>, TargetError> {
+            self.mem.size_of(t)
+        }
+        fn type_sizes(&mut self) -> Result<crate::TypeSizes, TargetError> {
+            self.mem.type_sizes()
+        }
+        fn byte_order(&mut self) -> crate::ByteOrder {
+            self.mem.byte_order()
+        }
+        fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
+            self.stacks.clone()
+        }
+    }
+
+    fn one_thread() -> Vec<ThreadStack> {
+        vec![ThreadStack {
+            tid: 7,
+            frames: vec![Frame {
+                pc: "0x1000".into(),
+                function: Some("main".into()),
+                ..Frame::default()
+            }],
+            ..ThreadStack::default()
+        }]
+    }
+
+    /// With `--stacks`, the stacks are in the snapshot also when the queues
+    /// could not be read (no MPI here); without, nothing is asked; a host
+    /// that gives none or fails says so; a recording keeps them for replay.
+    #[test]
+    fn stacks_come_with_the_queues_or_without_them() {
+        let stacks = DumpOptions {
+            stacks: true,
+            ..DumpOptions::default()
+        };
+        let mut t = WithStacks {
+            mem: Mem::new(0x1000, 0x1000),
+            stacks: Ok(Some(one_thread())),
+        };
+        let snap = collect(&mut t, &stacks).unwrap();
+        assert!(snap.error.is_some(), "no MPI here: {snap:?}");
+        assert_eq!(snap.stacks.as_ref().map(|s| &s.threads), Some(&one_thread()));
+        assert!(collect(&mut t, &DumpOptions::default()).unwrap().stacks.is_none());
+        for (given, says) in [
+            (Ok(None), "gives no call stacks"),
+            (
+                Err(TargetError::Host("no ptrace".into())),
+                "could not be read: no ptrace",
+            ),
+        ] {
+            t.stacks = given;
+            let missing = collect(&mut t, &stacks).unwrap().stacks.unwrap().missing.unwrap();
+            assert!(missing.contains(says), "{missing}");
+        }
+        t.stacks = Err(TargetError::Interrupted);
+        assert_eq!(collect(&mut t, &stacks), Err(Interrupted));
+        // Recorded and replayed.
+        t.stacks = Ok(Some(one_thread()));
+        let mut recorder = Recorder::new(&mut t);
+        let live = collect(&mut recorder, &stacks).unwrap();
+        let mut replay = Replay::new(recorder.finish()).expect("a replay of the recording");
+        assert_eq!(collect(&mut replay, &stacks).unwrap().stacks, live.stacks);
+    }
 }

@@ -48,6 +48,8 @@ pub struct DumpOptions {
     pub dll: Option<PathBuf>,
     /// Add per-process counters (`stats`) to the snapshot.
     pub stats: bool,
+    /// Add every thread's call stack (`stacks`) to the snapshot.
+    pub stacks: bool,
     /// Record every answer the targets give into this file (`mpiq replay` reads it).
     pub record: Option<PathBuf>,
     /// Run the debug library inside this process instead of `mpiq-dllhost`.
@@ -217,6 +219,18 @@ pub const DUMP_OPTIONS: &[OptionSpec<DumpOptions>] = &[
         handler: Handler::Bridge,
         apply: |o, _| {
             o.stats = true;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "stacks",
+        aliases: &[],
+        value: None,
+        help: "add every thread's call stack per process (so far from the CLI; gdb and lldb say they give none yet)",
+        repeatable: false,
+        handler: Handler::Bridge,
+        apply: |o, _| {
+            o.stacks = true;
             Ok(())
         },
     },

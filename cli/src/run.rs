@@ -124,6 +124,7 @@ pub fn failed_snapshot(
         messages: Vec::new(),
         communicators: Vec::new(),
         stats: None,
+        stacks: None,
     }
 }
 

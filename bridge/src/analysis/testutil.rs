@@ -43,6 +43,7 @@ pub(crate) fn process(rank: i32, communicators: Vec<Communicator>) -> ProcessSna
         messages: Vec::new(),
         communicators,
         stats: None,
+        stacks: None,
     }
 }
 

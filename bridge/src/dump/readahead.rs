@@ -148,6 +148,9 @@ impl Target for ReadAhead<'_> {
     fn identity(&mut self) -> Option<String> {
         self.host.identity()
     }
+    fn stacks(&mut self) -> Result<Option<Vec<crate::snapshot::model::ThreadStack>>, TargetError> {
+        self.host.stacks()
+    }
 }
 
 #[cfg(test)]

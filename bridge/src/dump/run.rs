@@ -79,6 +79,7 @@ fn run_dll_into(
         messages: Vec::new(),
         communicators: Vec::new(),
         stats: None,
+        stacks: None,
     };
     // Everything from here runs the library: one dump at a time.
     let lib = dll.lock();

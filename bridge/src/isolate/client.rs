@@ -88,6 +88,7 @@ pub fn run(
             messages: Vec::new(),
             communicators: Vec::new(),
             stats: None,
+            stacks: None,
         })
     };
     // The kept helper first; once more with a new one if it was dead.

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 pub mod report;
+mod stacks;
 
 pub use report::{Report, Samples};
 
@@ -137,10 +138,19 @@ fn render_process(out: &mut String, p: &ProcessSnapshot, opts: &DumpOptions) {
     for m in &p.messages {
         let _ = writeln!(out, "  note: {m}");
     }
-    if let Some(e) = &p.error {
-        let _ = writeln!(out, "  error: {e}");
-        return;
+    match &p.error {
+        Some(e) => {
+            let _ = writeln!(out, "  error: {e}");
+        }
+        None => render_queues(out, p, opts),
     }
+    if let Some(st) = &p.stacks {
+        stacks::render_stacks(out, st);
+    }
+}
+
+/// The communicators of a process that could be read.
+fn render_queues(out: &mut String, p: &ProcessSnapshot, opts: &DumpOptions) {
     let selected: Vec<&Communicator> = p.communicators.iter().filter(|c| comm_selected(c, opts)).collect();
     if let Some(sel) = &opts.comm {
         if selected.is_empty() {
@@ -315,6 +325,7 @@ mod tests {
                     comm("idle2", vec![]),
                 ],
                 stats: None,
+                stacks: None,
             }],
         }
     }

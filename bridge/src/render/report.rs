@@ -158,6 +158,7 @@ mod tests {
             messages: vec![],
             communicators: vec![],
             stats: None,
+            stacks: None,
         }
     }
 

@@ -86,6 +86,57 @@ pub struct ProcessSnapshot {
     /// Counters of the dump (only with `--stats`; host-specific).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<DumpStats>,
+    /// Every thread's call stack (only with `--stacks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<Stacks>,
+}
+
+/// The call stacks of a process's threads, or why there are none.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stacks {
+    /// One per thread, in the host's order.
+    pub threads: Vec<ThreadStack>,
+    /// Why stacks are missing (this front end gives none, the host failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
+}
+
+/// One thread's call stack, innermost frame first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadStack {
+    /// The thread's id (the kernel's tid, or the host's number).
+    pub tid: u64,
+    /// The thread's name, when the host knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Frames, innermost first.
+    pub frames: Vec<Frame>,
+    /// Why the stack ends where it does, when it ended abnormally (no unwind
+    /// information, a loop, an unreadable page, the frame limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One frame of a call stack.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    /// The program counter, as `0x...`.
+    pub pc: String,
+    /// The function (demangled), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// The object (executable or shared library) the pc is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// Source file, when debug information has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Source line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// A frame of a function inlined into the next (outer) one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inlined: bool,
 }
 
 /// Counters of one process's dump; they differ between hosts.

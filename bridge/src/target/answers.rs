@@ -218,6 +218,9 @@ impl Target for Cached<'_> {
     fn identity(&mut self) -> Option<String> {
         None
     }
+    fn stacks(&mut self) -> Result<Option<Vec<crate::snapshot::model::ThreadStack>>, TargetError> {
+        self.host.stacks()
+    }
 }
 
 #[cfg(test)]

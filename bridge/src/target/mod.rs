@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::snapshot::model::ThreadStack;
+
 pub mod answers;
 pub mod cache;
 pub mod record;
@@ -183,5 +185,10 @@ pub trait Target {
     /// (the default): keep no answers between dumps.
     fn identity(&mut self) -> Option<String> {
         None
+    }
+    /// Every thread's call stack, innermost frame first, read while the
+    /// process is stopped; `Ok(None)` (the default): this host gives none.
+    fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
+        Ok(None)
     }
 }

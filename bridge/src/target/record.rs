@@ -13,6 +13,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::snapshot::model::ThreadStack;
 use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// The schema name of a recording file.
@@ -70,6 +71,9 @@ pub struct Recording {
     /// Memory reads in address order (the page cache makes them blocks and
     /// pages); adjacent successful reads are merged into one run.
     pub memory: Vec<MemoryRead>,
+    /// `Target::stacks` (only with `--stacks`; older recordings have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<Vec<ThreadStack>>,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -255,6 +259,12 @@ impl Target for Recorder<'_> {
         let r = self.inner.world_rank();
         self.rec.world_rank = r;
         r
+    }
+
+    fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
+        let r = self.inner.stacks()?;
+        self.rec.stacks.clone_from(&r);
+        Ok(r)
     }
 }
 
@@ -445,6 +455,10 @@ impl Target for Replay {
 
     fn world_rank(&mut self) -> Option<i32> {
         self.rec.world_rank
+    }
+
+    fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
+        Ok(self.rec.stacks.clone())
     }
 }
 

@@ -182,6 +182,10 @@ impl<T: Target> Target for Faulty<T> {
     fn world_rank(&mut self) -> Option<i32> {
         self.inner.world_rank()
     }
+
+    fn stacks(&mut self) -> Result<Option<Vec<crate::snapshot::model::ThreadStack>>, TargetError> {
+        self.inner.stacks()
+    }
 }
 
 #[cfg(test)]

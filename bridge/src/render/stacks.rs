@@ -1,0 +1,100 @@
+//! Call stacks in the text view: each thread like gdb's `bt`.
+
+use std::fmt::Write;
+
+use crate::snapshot::model::{Frame, Stacks};
+
+/// `  Threads (N):` and one line per frame, innermost first.
+pub(super) fn render_stacks(out: &mut String, st: &Stacks) {
+    if let Some(why) = &st.missing {
+        let _ = writeln!(out, "  call stacks: not available: {why}");
+        return;
+    }
+    let _ = writeln!(out, "  Threads ({}):", st.threads.len());
+    for t in &st.threads {
+        let name = t.name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
+        let _ = writeln!(out, "    thread {}{name}:", t.tid);
+        for (i, f) in t.frames.iter().enumerate() {
+            let _ = writeln!(out, "      #{i:<2} {}", frame_text(f));
+        }
+        if let Some(note) = &t.note {
+            let _ = writeln!(out, "      (the stack ends here: {note})");
+        }
+    }
+}
+
+/// `0xPC in FUNCTION (FILE:LINE) from OBJECT`, leaving out what is unknown.
+fn frame_text(f: &Frame) -> String {
+    let mut s = format!("{} in {}", f.pc, f.function.as_deref().unwrap_or("??"));
+    if f.inlined {
+        s.push_str(" [inlined]");
+    }
+    if let Some(file) = &f.file {
+        match f.line {
+            Some(l) => {
+                let _ = write!(s, " ({file}:{l})");
+            }
+            None => {
+                let _ = write!(s, " ({file})");
+            }
+        }
+    }
+    if let Some(o) = &f.object {
+        let _ = write!(s, " from {o}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::model::ThreadStack;
+
+    #[test]
+    fn threads_print_like_a_backtrace() {
+        let st = Stacks {
+            threads: vec![ThreadStack {
+                tid: 42,
+                name: Some("main".into()),
+                frames: vec![
+                    Frame {
+                        pc: "0x7f00".into(),
+                        function: Some("PMPI_Recv".into()),
+                        object: Some("/usr/lib/libmpi.so.40".into()),
+                        ..Frame::default()
+                    },
+                    Frame {
+                        pc: "0x5500".into(),
+                        function: Some("main".into()),
+                        file: Some("ring.c".into()),
+                        line: Some(42),
+                        ..Frame::default()
+                    },
+                ],
+                note: Some("no unwind information for 0x1".into()),
+            }],
+            missing: None,
+        };
+        let mut out = String::new();
+        render_stacks(&mut out, &st);
+        assert!(out.contains("thread 42 \"main\":"), "{out}");
+        assert!(
+            out.contains("#0  0x7f00 in PMPI_Recv from /usr/lib/libmpi.so.40"),
+            "{out}"
+        );
+        assert!(out.contains("#1  0x5500 in main (ring.c:42)"), "{out}");
+        assert!(out.contains("the stack ends here: no unwind information"), "{out}");
+        let mut out = String::new();
+        render_stacks(
+            &mut out,
+            &Stacks {
+                threads: Vec::new(),
+                missing: Some("this front end gives no call stacks yet".into()),
+            },
+        );
+        assert_eq!(
+            out,
+            "  call stacks: not available: this front end gives no call stacks yet\n"
+        );
+    }
+}
