@@ -16,7 +16,7 @@
  *
  * Versioning: MPIQ_API_VERSION changes whenever struct mpiq_target or a
  * function's meaning changes; mpiq_dump accepts tables of version 1 (which
- * end before `identity`) up to this one, and refuses others.
+ * end before `identity`), 2 (before `stacks`) and 3, and refuses others.
  * All functions are safe to call from any thread; dumps are serialized.
  * No callback may unwind (throw) into mpiq.
  */
@@ -30,7 +30,7 @@
 extern "C" {
 #endif
 
-#define MPIQ_API_VERSION 2
+#define MPIQ_API_VERSION 3
 
 /* What a target callback returns. */
 enum mpiq_status {
@@ -84,6 +84,12 @@ typedef struct mpiq_target {
      * keeps the answers to lookups by name between dumps with the same key.
      * Any other status, or NULL: nothing is kept. */
     int (*identity)(void *ctx, char *buf, uint64_t len);
+    /* Since API version 3, may be NULL. Every thread's call stack, as a
+     * UTF-8 JSON array (docs/json-schema.md, "Thread stack"): set *json to
+     * a NUL-terminated string the host owns and keeps unchanged until its
+     * next callback returns, and return MPIQ_OK; MPIQ_NOT_FOUND (or NULL):
+     * this host gives no stacks. Asked only with --stacks. */
+    int (*stacks)(void *ctx, const char **json);
 } mpiq_target;
 
 /* Results of mpiq_dump. */

@@ -6,12 +6,13 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::options::DumpOptions;
+use crate::snapshot::model::ThreadStack;
 use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 use crate::{collect_all, render, DumpError};
 
-/// `MPIQ_API_VERSION`. Version 2 added `identity`; tables of version 1
-/// (without it) are still accepted.
-pub const API_VERSION: u32 = 2;
+/// `MPIQ_API_VERSION`. Version 2 added `identity`, version 3 `stacks`;
+/// tables of versions 1 and 2 (which end before them) are still accepted.
+pub const API_VERSION: u32 = 3;
 /// The oldest `api_version` a table may have.
 const OLDEST_API_VERSION: u32 = 1;
 
@@ -54,6 +55,8 @@ pub struct mpiq_target {
     pub executable: *const c_char,
     /// Since version 2; NULL: no identity (nothing kept between dumps).
     pub identity: Option<unsafe extern "C" fn(*mut c_void, *mut c_char, u64) -> c_int>,
+    /// Since version 3; NULL: no stacks.
+    pub stacks: Option<unsafe extern "C" fn(*mut c_void, *mut *const c_char) -> c_int>,
 }
 
 /// Room for an identity, NUL included.
@@ -191,6 +194,30 @@ impl Target for CTarget<'_> {
         }
         let text = CStr::from_bytes_until_nul(&buf).ok()?.to_string_lossy().into_owned();
         (!text.is_empty()).then_some(text)
+    }
+
+    fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
+        // Tables before version 3 end before the field.
+        let Some(f) = self.t.stacks.filter(|_| self.t.api_version >= 3) else {
+            return Ok(None);
+        };
+        let mut json: *const c_char = std::ptr::null();
+        // SAFETY: the host promised (mpiq.h) a callback that sets `json` to
+        // NULL or a NUL-terminated string it keeps until its next callback,
+        // and does not unwind.
+        let rc = unsafe { f(self.t.ctx, &mut json) };
+        match rc {
+            MPIQ_OK if !json.is_null() => {
+                // SAFETY: as above: a NUL-terminated string, alive now.
+                let text = unsafe { CStr::from_ptr(json) }.to_string_lossy();
+                serde_json::from_str(&text)
+                    .map(Some)
+                    .map_err(|e| TargetError::Host(format!("the host's call stacks are not valid JSON: {e}")))
+            }
+            MPIQ_OK | MPIQ_NOT_FOUND => Ok(None),
+            MPIQ_INTERRUPTED => Err(TargetError::Interrupted),
+            _ => Err(TargetError::Host(take_error("read the call stacks"))),
+        }
     }
 }
 

@@ -97,6 +97,7 @@ fn rust_copy() -> ApiCopy {
             pid,
             executable,
             identity,
+            stacks,
         }),
     ]);
     ApiCopy {

@@ -9,7 +9,7 @@ not import gdb: that test imports it with a plain python3.
 
 import ctypes
 
-MPIQ_API_VERSION = 2
+MPIQ_API_VERSION = 3
 
 # enum mpiq_status: what a target callback returns.
 MPIQ_OK = 0
@@ -50,6 +50,7 @@ MPIQ_SIZE_OF = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.c_uint64, _u64p)
 MPIQ_TYPE_SIZES = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(MpiqTypeSizes))
 MPIQ_INT32_OUT = ctypes.CFUNCTYPE(_c_int, _vp, _i32p)  # byte_order, world_rank
 MPIQ_IDENTITY = ctypes.CFUNCTYPE(_c_int, _vp, _vp, ctypes.c_uint64)
+MPIQ_STACKS = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_cp))
 
 
 class MpiqTargetStruct(ctypes.Structure):
@@ -70,6 +71,7 @@ class MpiqTargetStruct(ctypes.Structure):
         ("pid", ctypes.c_int64),
         ("executable", _cp),
         ("identity", MPIQ_IDENTITY),
+        ("stacks", MPIQ_STACKS),
     ]
 
 

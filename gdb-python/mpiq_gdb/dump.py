@@ -21,6 +21,7 @@ class MpiqDump:
         self.set_error = lib.mpiq_set_error
         self.switching = switching  # some target is not the selected inferior
         self.active = None
+        self.moved = False  # a callback selected another thread (call stacks)
         self.interrupted = False
         self.type_list = []  # handle - 1 -> gdb.Type (typedefs stripped)
         self.field_tables = {}  # handle -> {name: offset}
@@ -83,7 +84,7 @@ class MpiqDump:
                 gdb.execute(f"set language {self.saved_language}", to_string=True)
             except gdb.error:
                 pass
-        if self.active is not None:
+        if self.active is not None or self.moved:
             restore_selection(selected)
 
 

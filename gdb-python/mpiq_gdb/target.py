@@ -6,7 +6,7 @@ import threading
 
 import gdb
 
-from . import lookups
+from . import lookups, stacks
 from .capi import (
     MPIQ_API_VERSION,
     MPIQ_ERROR,
@@ -20,6 +20,7 @@ from .capi import (
     MPIQ_OK,
     MPIQ_READ_MEMORY,
     MPIQ_SIZE_OF,
+    MPIQ_STACKS,
     MPIQ_TYPE_SIZES,
     MpiqTargetStruct,
 )
@@ -46,6 +47,7 @@ class MpiqTarget:
         # (name (bytes), is a function) -> address or None; name -> gdb.Type or None
         self.symbols, self.known_types = {}, {}
         self.identity = lookups.identity(inferior).encode()
+        self.stacks_json = None  # kept alive while libmpiq reads it
         self.types = {}  # name (bytes) -> this dump's handle or None
         self.basics = None  # (short, int, long, long long, pointer)
         self.big_endian = None
@@ -55,7 +57,7 @@ class MpiqTarget:
         self.callbacks = self._callbacks()
         self.struct = MpiqTargetStruct(
             MPIQ_API_VERSION, None, *self.callbacks[:9], pid if pid > 0 else -1, self.executable,
-            self.callbacks[9])
+            *self.callbacks[9:])
 
     def _fail(self, exc, what=None, arg=None):
         """Reports exc to mpiq (as "what 'arg': exc"); returns the status."""
@@ -233,6 +235,20 @@ class MpiqTarget:
             except BaseException as e:  # noqa: BLE001 -- nothing may escape into C
                 return fail(e, "identity")
 
+        def stacks_cb(ctx, out):
+            try:
+                if dump.interrupted:
+                    return MPIQ_INTERRUPTED
+                if get_ident() != _main_thread:
+                    return dump.wrong_thread()
+                self.stacks_json = stacks.stacks_json(self.inferior)
+                dump.active = None  # the selected thread changed:
+                dump.moved = True  # reactivate before the next lookup, restore at the end
+                out[0] = self.stacks_json
+                return MPIQ_OK
+            except BaseException as e:  # noqa: BLE001 -- nothing may escape into C
+                return fail(e, "call stacks")
+
         return (
             MPIQ_READ_MEMORY(read_memory),
             MPIQ_FIND_ADDRESS(find_symbol),
@@ -244,6 +260,7 @@ class MpiqTarget:
             MPIQ_INT32_OUT(byte_order),
             MPIQ_INT32_OUT(world_rank),
             MPIQ_IDENTITY(identity),
+            MPIQ_STACKS(stacks_cb),
         )
 
     def _activate(self):

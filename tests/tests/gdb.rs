@@ -370,6 +370,48 @@ fn answers_follow_the_process_mpich() {
     answers_follow_the_process(Mpi::Mpich);
 }
 
+/// `--stacks`: every thread's call stack from gdb's own unwinder, in the
+/// snapshot, with the rank's main thread in `main` and `pause` (where the
+/// examples wait); the thread selected before the dump is selected after.
+fn stacks_from_gdb(mpi: Mpi) {
+    let job = ring(mpi);
+    let pid = job.pid_of(1);
+    let run = attach(pid, &["info mpi-queues --json --stacks", "thread"]);
+    assert!(run.success, "{run}");
+    let v = run.json().unwrap_or_else(|e| panic!("{e}"));
+    let threads = v["processes"][0]["stacks"]["threads"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(!threads.is_empty(), "no threads:\n{run}");
+    let main = threads
+        .iter()
+        .find(|t| t["tid"] == pid)
+        .unwrap_or_else(|| panic!("no thread {pid}:\n{run}"));
+    let functions: Vec<&str> = main["frames"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["function"].as_str())
+        .collect();
+    assert_eq!(functions.last(), Some(&"main"), "{functions:?}");
+    assert!(functions.iter().any(|f| f.contains("pause")), "{functions:?}");
+    assert!(
+        run.stdout.contains(&format!("(LWP {pid})")),
+        "the selection moved:\n{run}"
+    );
+}
+
+#[test]
+fn stacks_from_gdb_openmpi() {
+    stacks_from_gdb(Mpi::OpenMpi);
+}
+
+#[test]
+fn stacks_from_gdb_mpich() {
+    stacks_from_gdb(Mpi::Mpich);
+}
+
 #[test]
 fn refuses_without_a_stopped_process() {
     let sleep = OsStr::new("/bin/sleep");
