@@ -39,7 +39,7 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
             Ok(Some(threads)) => Stacks { threads, missing: None },
             Ok(None) => Stacks {
                 threads: Vec::new(),
-                missing: Some("this front end gives no call stacks yet (the CLI does)".into()),
+                missing: Some("this front end gives no call stacks yet (gdb and lldb do)".into()),
             },
             Err(TargetError::Interrupted) => return Err(Interrupted),
             Err(e) => Stacks {

@@ -226,7 +226,7 @@ pub const DUMP_OPTIONS: &[OptionSpec<DumpOptions>] = &[
         name: "stacks",
         aliases: &[],
         value: None,
-        help: "add every thread's call stack per process (so far from the CLI; gdb and lldb say they give none yet)",
+        help: "add every thread's call stack per process (from gdb's and lldb's own unwinders)",
         repeatable: false,
         handler: Handler::Bridge,
         apply: |o, _| {

@@ -53,6 +53,16 @@ public:
   uint32_t basic_type_size(uint32_t which) const;
   uint32_t address_byte_size() const;
   uint32_t byte_order() const;
+  uint32_t num_threads() const;
+  uint64_t thread_id(uint32_t thread) const;
+  rust::String thread_name(uint32_t thread) const;
+  uint32_t num_frames(uint32_t thread) const;
+  uint64_t frame_pc(uint32_t thread, uint32_t frame) const;
+  rust::String frame_function(uint32_t thread, uint32_t frame) const;
+  rust::String frame_object(uint32_t thread, uint32_t frame) const;
+  rust::String frame_file(uint32_t thread, uint32_t frame) const;
+  uint32_t frame_line(uint32_t thread, uint32_t frame) const;
+  bool frame_inlined(uint32_t thread, uint32_t frame) const;
 
 private:
   // The SB classes' getters are not const; the handles are.

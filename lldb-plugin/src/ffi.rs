@@ -90,6 +90,26 @@ mod bridge {
         fn address_byte_size(self: &TargetHost) -> u32;
         /// 0 little endian, 1 big endian, 2 unknown.
         fn byte_order(self: &TargetHost) -> u32;
+        /// Threads of the process.
+        fn num_threads(self: &TargetHost) -> u32;
+        /// The thread's id (the kernel's tid on Linux).
+        fn thread_id(self: &TargetHost, thread: u32) -> u64;
+        /// The thread's name, empty if none.
+        fn thread_name(self: &TargetHost, thread: u32) -> String;
+        /// Frames of the thread, as LLDB unwinds them.
+        fn num_frames(self: &TargetHost, thread: u32) -> u32;
+        /// A frame's pc.
+        fn frame_pc(self: &TargetHost, thread: u32, frame: u32) -> u64;
+        /// A frame's function (display name), empty if unknown.
+        fn frame_function(self: &TargetHost, thread: u32, frame: u32) -> String;
+        /// The path of a frame's module, empty if unknown.
+        fn frame_object(self: &TargetHost, thread: u32, frame: u32) -> String;
+        /// A frame's source file, empty without line information.
+        fn frame_file(self: &TargetHost, thread: u32, frame: u32) -> String;
+        /// A frame's source line, 0 without line information.
+        fn frame_line(self: &TargetHost, thread: u32, frame: u32) -> u32;
+        /// Whether the frame is of a function inlined into the next.
+        fn frame_inlined(self: &TargetHost, thread: u32, frame: u32) -> bool;
     }
 }
 

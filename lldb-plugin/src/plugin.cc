@@ -439,4 +439,60 @@ uint32_t TargetHost::byte_order() const {
   }
 }
 
+// Threads and frames, by index, for the call stacks (`mpi queues --stacks`).
+uint32_t TargetHost::num_threads() const { return process_.GetNumThreads(); }
+
+uint64_t TargetHost::thread_id(uint32_t thread) const {
+  return process_.GetThreadAtIndex(thread).GetThreadID();
+}
+
+static rust::String text(const char *s) { return rust::String(s ? s : ""); }
+
+rust::String TargetHost::thread_name(uint32_t thread) const {
+  return text(process_.GetThreadAtIndex(thread).GetName());
+}
+
+uint32_t TargetHost::num_frames(uint32_t thread) const {
+  return process_.GetThreadAtIndex(thread).GetNumFrames();
+}
+
+uint64_t TargetHost::frame_pc(uint32_t thread, uint32_t frame) const {
+  return process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame).GetPC();
+}
+
+rust::String TargetHost::frame_function(uint32_t thread, uint32_t frame) const {
+  lldb::SBFrame f = process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame);
+  const char *name = f.GetDisplayFunctionName();
+  return text(name ? name : f.GetFunctionName());
+}
+
+rust::String TargetHost::frame_object(uint32_t thread, uint32_t frame) const {
+  lldb::SBFileSpec spec =
+      process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame).GetModule().GetFileSpec();
+  char path[4096];
+  if (!spec.IsValid() || spec.GetPath(path, sizeof path) == 0)
+    return rust::String();
+  return rust::String(path);
+}
+
+rust::String TargetHost::frame_file(uint32_t thread, uint32_t frame) const {
+  lldb::SBLineEntry line =
+      process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame).GetLineEntry();
+  lldb::SBFileSpec spec = line.GetFileSpec();
+  char path[4096];
+  if (!line.IsValid() || !spec.IsValid() || spec.GetPath(path, sizeof path) == 0)
+    return rust::String();
+  return rust::String(path);
+}
+
+uint32_t TargetHost::frame_line(uint32_t thread, uint32_t frame) const {
+  lldb::SBLineEntry line =
+      process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame).GetLineEntry();
+  return line.IsValid() ? line.GetLine() : 0;
+}
+
+bool TargetHost::frame_inlined(uint32_t thread, uint32_t frame) const {
+  return process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame).IsInlined();
+}
+
 } // namespace mpiq_lldb

@@ -10,12 +10,15 @@
 //! What reaches this adapter goes to LLDB.
 
 use cxx::UniquePtr;
-use mpiq::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+use mpiq::{ByteOrder, Frame, ProcessDescription, Target, TargetError, ThreadStack, TypeId, TypeSizes};
 
 use crate::ffi::TargetHost;
 
 /// The largest read handed to LLDB at once.
 const READ_PIECE: usize = 64 * 1024;
+
+/// Most frames of one thread's stack.
+const MAX_FRAMES: u32 = 256;
 
 /// One LLDB target adapted to [`Target`]. A [`TypeId`] is the index of the
 /// type in the host's table of this command.
@@ -64,6 +67,33 @@ impl Target for LldbTarget {
 
     fn identity(&mut self) -> Option<String> {
         Some(self.identity.clone())
+    }
+
+    fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
+        let nonempty = |s: String| (!s.is_empty()).then_some(s);
+        let mut threads = Vec::new();
+        for t in 0..self.host.num_threads() {
+            self.check_interrupt()?;
+            let n = self.host.num_frames(t);
+            let shown = n.min(MAX_FRAMES);
+            let frames = (0..shown)
+                .map(|f| Frame {
+                    pc: format!("{:#x}", self.host.frame_pc(t, f)),
+                    function: nonempty(self.host.frame_function(t, f)),
+                    object: nonempty(self.host.frame_object(t, f)),
+                    file: nonempty(self.host.frame_file(t, f)),
+                    line: Some(self.host.frame_line(t, f)).filter(|&l| l != 0),
+                    inlined: self.host.frame_inlined(t, f),
+                })
+                .collect();
+            threads.push(ThreadStack {
+                tid: self.host.thread_id(t),
+                name: nonempty(self.host.thread_name(t)),
+                frames,
+                note: (n > shown).then(|| format!("stopped after {MAX_FRAMES} frames")),
+            });
+        }
+        Ok(Some(threads))
     }
 
     fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {

@@ -378,6 +378,44 @@ fn mpich_answers_follow_the_process() {
     answers_follow_the_process(Mpi::Mpich);
 }
 
+/// `--stacks`: every thread's call stack from LLDB's unwinder, in the
+/// snapshot, with the rank's main thread in `main` and `pause` (where the
+/// examples wait), like gdb's (`gdb.rs`, `stacks_from_gdb_*`).
+fn stacks_from_lldb(mpi: Mpi) {
+    gdb::require_ptrace();
+    let job = Job::builder(mpi, Example::Ring).nprocs(2).start();
+    let pid = job.pid_of(1);
+    let run = lldb(&["-p", &pid.to_string()], &["mpi queues --json --stacks"]);
+    assert!(run.success, "{run}");
+    let v = run.lldb_json_of("mpi queues --json --stacks");
+    let threads = v["processes"][0]["stacks"]["threads"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let main = threads
+        .iter()
+        .find(|t| t["tid"] == pid)
+        .unwrap_or_else(|| panic!("no thread {pid}:\n{run}"));
+    let functions: Vec<&str> = main["frames"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["function"].as_str())
+        .collect();
+    assert!(functions.contains(&"main"), "{functions:?}");
+    assert!(functions.iter().any(|f| f.contains("pause")), "{functions:?}");
+}
+
+#[test]
+fn openmpi_stacks_from_lldb() {
+    stacks_from_lldb(Mpi::OpenMpi);
+}
+
+#[test]
+fn mpich_stacks_from_lldb() {
+    stacks_from_lldb(Mpi::Mpich);
+}
+
 #[test]
 fn exports_plugin_initialize() {
     let out = run(std::process::Command::new("nm")
