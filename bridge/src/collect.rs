@@ -36,13 +36,19 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
         // Also when the queues could not be read: where each thread is
         // matters most then.
         snap.stacks = Some(match target.stacks() {
-            Ok(Some(threads)) => Stacks { threads, missing: None },
+            Ok(Some(threads)) => Stacks {
+                where_: Some(crate::stacks::where_words(&threads)),
+                threads,
+                missing: None,
+            },
             Ok(None) => Stacks {
+                where_: None,
                 threads: Vec::new(),
                 missing: Some("this front end gives no call stacks yet (gdb and lldb do)".into()),
             },
             Err(TargetError::Interrupted) => return Err(Interrupted),
             Err(e) => Stacks {
+                where_: None,
                 threads: Vec::new(),
                 missing: Some(format!("the call stacks could not be read: {e}")),
             },

@@ -462,8 +462,13 @@ uint64_t TargetHost::frame_pc(uint32_t thread, uint32_t frame) const {
 
 rust::String TargetHost::frame_function(uint32_t thread, uint32_t frame) const {
   lldb::SBFrame f = process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame);
+  // A function with debug information, else the symbol table's name.
   const char *name = f.GetDisplayFunctionName();
-  return text(name ? name : f.GetFunctionName());
+  if (!name)
+    name = f.GetFunctionName();
+  if (!name)
+    name = f.GetSymbol().GetName();
+  return text(name);
 }
 
 rust::String TargetHost::frame_object(uint32_t thread, uint32_t frame) const {

@@ -10,6 +10,9 @@ pub(super) fn render_stacks(out: &mut String, st: &Stacks) {
         let _ = writeln!(out, "  call stacks: not available: {why}");
         return;
     }
+    if let Some(w) = &st.where_ {
+        let _ = writeln!(out, "  where: {w}");
+    }
     let _ = writeln!(out, "  Threads ({}):", st.threads.len());
     for t in &st.threads {
         let name = t.name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
@@ -74,9 +77,14 @@ mod tests {
                 note: Some("no unwind information for 0x1".into()),
             }],
             missing: None,
+            where_: Some("in PMPI_Recv, called from main (ring.c:42)".into()),
         };
         let mut out = String::new();
         render_stacks(&mut out, &st);
+        assert!(
+            out.contains("  where: in PMPI_Recv, called from main (ring.c:42)\n"),
+            "{out}"
+        );
         assert!(out.contains("thread 42 \"main\":"), "{out}");
         assert!(
             out.contains("#0  0x7f00 in PMPI_Recv from /usr/lib/libmpi.so.40"),
@@ -90,6 +98,7 @@ mod tests {
             &Stacks {
                 threads: Vec::new(),
                 missing: Some("this front end gives no call stacks yet".into()),
+                where_: None,
             },
         );
         assert_eq!(

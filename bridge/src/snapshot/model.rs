@@ -99,6 +99,10 @@ pub struct Stacks {
     /// Why stacks are missing (this front end gives none, the host failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing: Option<String>,
+    /// Where the process is, in words, from its application threads' stacks
+    /// (`in MPI_Recv, called from main (ring.c:64)`).
+    #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
+    pub where_: Option<String>,
 }
 
 /// One thread's call stack, innermost frame first.

@@ -1,0 +1,266 @@
+//! Where a thread is: in which MPI call (the outermost MPI entry point of
+//! its stack), called from where in the application, or not in MPI at all;
+//! and which threads are the MPI runtime's own (progress engines), which
+//! say nothing about the application (docs/design/stacks.md §4.3).
+
+use super::names::{canonical, classify, CallClass};
+use crate::snapshot::model::{Frame, ThreadStack};
+
+/// What a thread is doing, from its stack alone.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum Position {
+    /// Inside an MPI call.
+    InMpi {
+        /// The entry point as the stack names it (`MPI_Recv`, `PMPI_Recv`,
+        /// `mpi_recv_`).
+        function: String,
+        /// Its canonical name (`recv`).
+        call: String,
+        /// What such a call waits for.
+        class: CallClass,
+        /// The application frame that called it (`main (ring.c:64)`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        caller: Option<String>,
+    },
+    /// In the application's code or a library of its own, not in MPI.
+    NotInMpi {
+        /// The innermost frame (`__libc_pause`, `compute (solver.c:12)`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at: Option<String>,
+    },
+    /// A thread of the MPI runtime (no application frame at all).
+    Runtime,
+}
+
+/// The position of one thread.
+pub fn position(t: &ThreadStack) -> Position {
+    let app = |f: &Frame| f.object.as_deref().is_none_or(is_application_object);
+    // The outermost entry point: walking from `main` inwards, the first.
+    let entry = t
+        .frames
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, f)| Some((i, f, entry_point(f)?)));
+    if let Some((i, f, call)) = entry {
+        let caller = t.frames.get(i + 1).map(frame_words);
+        return Position::InMpi {
+            function: f.function.clone().unwrap_or_default(),
+            class: classify(&call),
+            call,
+            caller,
+        };
+    }
+    if !t.frames.iter().any(app) {
+        return Position::Runtime;
+    }
+    Position::NotInMpi {
+        at: t.frames.first().map(frame_words),
+    }
+}
+
+/// The canonical name of the MPI call a frame is in, if it is an entry
+/// point: `MPI_X`, `PMPI_X` and the other spellings ([`canonical`]), and
+/// MPICH's `internal_X`, the body of `PMPI_X` inlined into it (LLDB lists
+/// the inlined function at the call's pc, not the function it is in).
+fn entry_point(f: &Frame) -> Option<String> {
+    let name = f.function.as_deref()?;
+    if let Some(rest) = name.strip_prefix("internal_") {
+        let object = f.object.as_deref().unwrap_or_default();
+        let file = object.rsplit('/').next().unwrap_or(object);
+        if file.starts_with("libmpi") {
+            return canonical(&format!("MPI_{rest}"));
+        }
+    }
+    canonical(name)
+}
+
+/// The C binding's name of a canonical name: `wait` → `MPI_Wait`,
+/// `comm_split` → `MPI_Comm_split`.
+pub fn c_name(call: &str) -> String {
+    let mut chars = call.chars();
+    match chars.next() {
+        Some(first) => format!("MPI_{}{}", first.to_ascii_uppercase(), chars.as_str()),
+        None => "MPI_".to_string(),
+    }
+}
+
+/// `function (file:line)`, `function`, or the pc.
+fn frame_words(f: &Frame) -> String {
+    let name = f.function.clone().unwrap_or_else(|| f.pc.clone());
+    match (&f.file, f.line) {
+        (Some(file), Some(line)) => {
+            let base = file.rsplit('/').next().unwrap_or(file);
+            format!("{name} ({base}:{line})")
+        }
+        _ => name,
+    }
+}
+
+/// Whether an object is the application's: not the C runtime and not the
+/// MPI runtime (by the file name, as the MPIs and Debian install them).
+pub fn is_application_object(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    const SYSTEM: [&str; 22] = [
+        "libc.so",
+        "libc-",
+        "ld-linux",
+        "libpthread",
+        "libgcc_s",
+        "libstdc++",
+        "libm.so",
+        "libdl",
+        "librt",
+        "[vdso]",
+        "linux-vdso",
+        "libmpi",
+        "libopen-pal",
+        "libopen-rte",
+        "libpmix",
+        "libevent",
+        "libhwloc",
+        "libmpich",
+        "libmpl",
+        "libfabric",
+        "libucp",
+        "libucs",
+    ];
+    !(SYSTEM.iter().any(|s| file.starts_with(s))
+        || file.starts_with("mca_")
+        || path.contains("/openmpi/")
+        || path.contains("/pmix/"))
+}
+
+/// One line for a process: where its threads are, the runtime's left out.
+pub fn where_words(threads: &[ThreadStack]) -> String {
+    let mut parts = Vec::new();
+    for t in threads {
+        match position(t) {
+            Position::InMpi { call, caller, .. } => {
+                // One spelling for every front end and binding (gdb may
+                // name Open MPI's `MPI_Wait` by its alias `PMPI_Wait`).
+                let name = c_name(&call);
+                parts.push(match caller {
+                    Some(c) => format!("in {name}, called from {c}"),
+                    None => format!("in {name}"),
+                })
+            }
+            Position::NotInMpi { at } => parts.push(match at {
+                Some(a) => format!("not in MPI (in {a})"),
+                None => "not in MPI".to_string(),
+            }),
+            Position::Runtime => {}
+        }
+    }
+    if parts.is_empty() {
+        return "no application thread".to_string();
+    }
+    if parts.len() == 1 {
+        return parts.remove(0);
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("thread {}: {p}", i + 1))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stacks::names::Collective;
+
+    fn frame(function: &str, object: &str, file: Option<(&str, u32)>) -> Frame {
+        Frame {
+            pc: "0x1".into(),
+            function: Some(function.into()),
+            object: Some(object.into()),
+            file: file.map(|(f, _)| f.to_string()),
+            line: file.map(|(_, l)| l),
+            inlined: false,
+        }
+    }
+
+    fn thread(frames: Vec<Frame>) -> ThreadStack {
+        ThreadStack {
+            tid: 1,
+            frames,
+            ..ThreadStack::default()
+        }
+    }
+
+    #[test]
+    fn the_outermost_entry_point_and_its_caller() {
+        let t = thread(vec![
+            frame("__poll", "/lib/x86_64-linux-gnu/libc.so.6", None),
+            frame("opal_progress", "/opt/ompi/lib/libopen-pal.so.40", None),
+            frame("ompi_coll_base_barrier_intra", "/opt/ompi/lib/libmpi.so.40", None),
+            frame("PMPI_Barrier", "/opt/ompi/lib/libmpi.so.40", None),
+            frame("MPI_Barrier", "/opt/tool/libprofile.so", None),
+            frame("main", "/home/u/solver", Some(("/home/u/solver.c", 88))),
+        ]);
+        match position(&t) {
+            Position::InMpi {
+                function,
+                call,
+                class,
+                caller,
+            } => {
+                assert_eq!((function.as_str(), call.as_str()), ("MPI_Barrier", "barrier"));
+                assert_eq!(
+                    class,
+                    CallClass::Collective {
+                        kind: Collective::Synchronising
+                    }
+                );
+                assert_eq!(caller.as_deref(), Some("main (solver.c:88)"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(where_words(&[t]), "in MPI_Barrier, called from main (solver.c:88)");
+        assert_eq!(c_name("comm_split"), "MPI_Comm_split");
+    }
+
+    #[test]
+    fn mpich_inlined_bodies_are_their_calls() {
+        let t = thread(vec![
+            frame("MPIR_Wait", "/opt/mpich/lib/libmpi.so.12", None),
+            frame("internal_Wait", "/opt/mpich/lib/libmpi.so.12", None),
+            frame("main", "/home/u/deadlock", Some(("deadlock.c", 45))),
+        ]);
+        assert_eq!(where_words(&[t]), "in MPI_Wait, called from main (deadlock.c:45)");
+        let elsewhere = thread(vec![
+            frame("internal_helper", "/home/u/app", None),
+            frame("main", "/home/u/app", None),
+        ]);
+        assert!(matches!(position(&elsewhere), Position::NotInMpi { .. }));
+    }
+
+    #[test]
+    fn threads_outside_mpi_and_the_runtimes_own() {
+        let main = thread(vec![
+            frame("__libc_pause", "/lib/x86_64-linux-gnu/libc.so.6", Some(("pause.c", 29))),
+            frame("main", "/work/ring", Some(("ring.c", 64))),
+        ]);
+        let progress = thread(vec![
+            frame("epoll_wait", "/lib/x86_64-linux-gnu/libc.so.6", None),
+            frame("event_base_loop", "/lib/x86_64-linux-gnu/libevent_core-2.1.so.7", None),
+            frame("progress_engine", "/opt/ompi/lib/openmpi/mca_pmix_pmix3x.so", None),
+            frame("start_thread", "/lib/x86_64-linux-gnu/libc.so.6", None),
+        ]);
+        assert_eq!(
+            position(&main),
+            Position::NotInMpi {
+                at: Some("__libc_pause (pause.c:29)".into())
+            }
+        );
+        assert_eq!(position(&progress), Position::Runtime);
+        assert_eq!(
+            where_words(&[main, progress]),
+            "not in MPI (in __libc_pause (pause.c:29))"
+        );
+        assert_eq!(where_words(&[]), "no application thread");
+    }
+}
