@@ -115,6 +115,25 @@ pub enum Command {
         #[command(flatten)]
         dump: DumpArgs,
     },
+    /// Show the call stack of every thread of running processes, like gdb's
+    /// `thread apply all bt` (unwound through the objects' CFI, frame
+    /// pointers where there is none; at most MPIQ_MAX_FRAMES frames, 256 by
+    /// default). The processes are stopped while read and left running.
+    #[command(after_help = "\
+Example: mpiq stacks --pid 4242
+Output: per thread, one line per frame, innermost first:
+  #N 0xPC in FUNCTION (FILE:LINE) from OBJECT
+FUNCTION is OBJECT+0xOFFSET when no symbol covers the pc; a stack that ends
+early says why on its last line.")]
+    Stacks {
+        /// Process id (repeatable, or comma-separated).
+        #[arg(long = "pid", value_name = "PID", required = true, value_delimiter = ',')]
+        pids: Vec<i32>,
+        /// JSON instead of text: [{pid, threads: [{tid, name, frames:
+        /// [{pc, function, object, offset, file, line, inlined, how}], note}]}].
+        #[arg(long)]
+        json: bool,
+    },
     /// Answer the questions a debug library asks (symbols, types, fields,
     /// strings, memory), the way mpiq answers them (for checking mpiq
     /// against gdb). The same questions and output as lldb's `mpi lookup`.

@@ -6,7 +6,7 @@
 use mpiq::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 use crate::image::{Memory, ProcessImage};
-use crate::ptrace::{AttachError, AttachInfo, Attachment};
+use crate::ptrace::{AttachError, AttachInfo, Attachment, ThreadRegs};
 
 /// A process to dump.
 #[derive(Debug)]
@@ -54,6 +54,12 @@ impl<M: Memory> Process<M> {
     /// What attaching found, for a stopped live process.
     pub fn attach_info(&self) -> Option<AttachInfo> {
         self.attachment.as_ref().map(Attachment::info)
+    }
+
+    /// The registers of every thread, read when it was stopped (empty when
+    /// the process is not stopped).
+    pub fn thread_regs(&self) -> &[ThreadRegs] {
+        self.attachment.as_ref().map_or(&[], Attachment::thread_regs)
     }
 
     /// Releases a stopped process now (dropping does it too).

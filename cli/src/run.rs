@@ -423,6 +423,63 @@ fn run_replay(file: &Path, opts: &DumpOptions) -> Result<Snapshot, RunError> {
     Ok(mpiq::collect_all(&mut targets, opts)?)
 }
 
+/// `mpiq stacks`: stop each process in turn, unwind every thread, release
+/// it. One [`crate::unwind::Unwinder`] serves all, so each object's unwind
+/// information and symbols are read once.
+fn run_stacks(pids: &[i32], json: bool, rep: &Reporter) -> Result<Outcome, RunError> {
+    let mut unwinder = crate::unwind::Unwinder::new();
+    let mut text = String::new();
+    let mut docs = Vec::new();
+    let mut failed = Vec::new();
+    for &pid in pids {
+        let mut p = match LiveProcess::attach(pid) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("mpiq: {e}");
+                failed.push(e.to_string());
+                continue;
+            }
+        };
+        rep.note(format_args!("stopped {pid}"));
+        test_hold();
+        let stacks = unwinder.process_stacks(&p);
+        // Released before anything is printed.
+        if let Err(e) = p.detach() {
+            eprintln!("mpiq: warning: {e}");
+        }
+        rep.note(format_args!("unwound {pid}"));
+        if rep.verbose {
+            for w in p.warnings() {
+                eprintln!("mpiq: warning: {w}");
+            }
+        }
+        if json {
+            docs.push(crate::unwind::to_json(pid, &stacks));
+        } else {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&crate::unwind::render_text(pid, &stacks));
+        }
+    }
+    if rep.verbose {
+        for w in &unwinder.warnings {
+            eprintln!("mpiq: warning: {w}");
+        }
+    }
+    if failed.len() == pids.len() {
+        return Err(RunError::NothingOpened(failed.join("; ")));
+    }
+    let stdout = if json {
+        let mut s = serde_json::to_string_pretty(&serde_json::Value::Array(docs)).unwrap_or_default();
+        s.push('\n');
+        s
+    } else {
+        text
+    };
+    Ok(Outcome { stdout, verdict: None })
+}
+
 /// What a command produced.
 #[derive(Debug)]
 pub struct Outcome {
@@ -501,6 +558,7 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
             let opts = dump_command(dump)?;
             finish(one(run_replay(file, &opts)?), false, dump, &opts)
         }
+        Command::Stacks { pids, json } => run_stacks(pids, *json, &rep),
         Command::Lookup { pid, core, questions } => {
             let questions = questions.to_lookup()?;
             let stdout = if let Some(core) = core {

@@ -1,0 +1,350 @@
+//! Call stacks of live processes (docs/design/stacks.md §1–2): the
+//! registers of every thread, read when [`crate::ptrace`] stops it, unwound
+//! through each object's CFI (`.eh_frame` / `.eh_frame_hdr` /
+//! `.debug_frame`, all x86_64 registers) with a frame-pointer fallback,
+//! then symbolised with addr2line on the CLI's DWARF and the symbol tables.
+//!
+//! An [`Unwinder`] lives for one run: each object's unwind sections and
+//! symboliser are built once and shared by every process that maps it.
+
+mod cfi;
+mod symbolize;
+mod walk;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::elf::ElfObject;
+use crate::image::{Memory, ProcessImage};
+use crate::process::Process;
+
+use cfi::{Row, UnwindInfo};
+use symbolize::Symbolizer;
+
+/// x86_64 registers by DWARF number (0 rax … 7 rsp, 8–15 r8–r15, 16 the
+/// pc); `None` when not recoverable in that frame.
+pub type Regs = [Option<u64>; 17];
+
+/// Frames per stack unless `MPIQ_MAX_FRAMES` says otherwise.
+pub const DEFAULT_MAX_FRAMES: usize = 256;
+/// The most `MPIQ_MAX_FRAMES` may ask for.
+const MAX_MAX_FRAMES: usize = 1 << 16;
+
+/// The registers of `PTRACE_GETREGS` in DWARF order.
+pub fn regs_from_user(r: &libc::user_regs_struct) -> Regs {
+    [
+        r.rax, r.rdx, r.rcx, r.rbx, r.rsi, r.rdi, r.rbp, r.rsp, r.r8, r.r9, r.r10, r.r11, r.r12, r.r13, r.r14, r.r15,
+        r.rip,
+    ]
+    .map(Some)
+}
+
+/// How a frame's registers were found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum How {
+    /// The thread's own registers (frame 0).
+    Registers,
+    /// The CFI of the callee.
+    Cfi,
+    /// The callee's frame pointer (it had no CFI).
+    FramePointer,
+}
+
+impl How {
+    /// The word used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            How::Registers => "registers",
+            How::Cfi => "cfi",
+            How::FramePointer => "frame_pointer",
+        }
+    }
+}
+
+/// One frame; inlined functions get a frame each (as gdb shows them), all
+/// with the same pc.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// The pc: a return address for callers, as gdb prints it.
+    pub pc: u64,
+    /// The function, demangled, if known.
+    pub function: Option<String>,
+    /// The object's path, if the pc is in one.
+    pub object: Option<String>,
+    /// The pc's link-time address in the object (`object+0xOFFSET`).
+    pub offset: Option<u64>,
+    /// The source file, when the object has DWARF.
+    pub file: Option<String>,
+    /// The source line (the call's line for callers).
+    pub line: Option<u32>,
+    /// An inlined function (its caller is the next frame, same pc).
+    pub inlined: bool,
+    /// How the frame's registers were found.
+    pub how: How,
+}
+
+/// The stack of one thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadStack {
+    /// The thread id (the main thread's is the pid).
+    pub tid: i32,
+    /// `/proc/PID/task/TID/comm`, if readable.
+    pub name: Option<String>,
+    /// Innermost first.
+    pub frames: Vec<Frame>,
+    /// Why the stack ends early (or was not read), if it did.
+    pub note: Option<String>,
+}
+
+struct ObjState {
+    /// Keeps the object alive while its address is the key.
+    _file: Arc<ElfObject>,
+    unwind: Option<UnwindInfo>,
+    symbolizer: Option<Symbolizer>,
+}
+
+/// Per-run state: each object's parsed CFI and symboliser.
+pub struct Unwinder {
+    objects: HashMap<usize, ObjState>,
+    ctx: Box<gimli::UnwindContext<usize>>,
+    max_frames: usize,
+    /// Objects whose unwind information could not be read, and why.
+    pub warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for Unwinder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unwinder")
+            .field("objects", &self.objects.len())
+            .field("max_frames", &self.max_frames)
+            .finish()
+    }
+}
+
+impl Default for Unwinder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `MPIQ_MAX_FRAMES` if set to a number in 1..=65536, else the default.
+pub fn max_frames_from_env() -> usize {
+    std::env::var("MPIQ_MAX_FRAMES")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| (1..=MAX_MAX_FRAMES).contains(n))
+        .unwrap_or(DEFAULT_MAX_FRAMES)
+}
+
+fn key(file: &Arc<ElfObject>) -> usize {
+    Arc::as_ptr(file) as usize
+}
+
+impl Unwinder {
+    /// A fresh unwinder (frame limit from `MPIQ_MAX_FRAMES`).
+    pub fn new() -> Unwinder {
+        Self::with_max_frames(max_frames_from_env())
+    }
+
+    /// A fresh unwinder with this frame limit.
+    pub fn with_max_frames(max_frames: usize) -> Unwinder {
+        Unwinder {
+            objects: HashMap::new(),
+            ctx: Box::new(gimli::UnwindContext::new()),
+            max_frames: max_frames.max(1),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn state(&mut self, image: &ProcessImage, index: usize) -> Option<&mut ObjState> {
+        let file = &image.objects().get(index)?.file;
+        let warnings = &mut self.warnings;
+        Some(self.objects.entry(key(file)).or_insert_with(|| {
+            let unwind = UnwindInfo::load(file).unwrap_or_else(|e| {
+                warnings.push(e);
+                None
+            });
+            ObjState {
+                _file: Arc::clone(file),
+                unwind,
+                symbolizer: None,
+            }
+        }))
+    }
+
+    fn symbolize(&mut self, image: &ProcessImage, raw: &walk::RawFrame) -> Vec<Frame> {
+        let plain = |function: Option<String>| Frame {
+            pc: raw.pc,
+            function,
+            object: None,
+            offset: None,
+            file: None,
+            line: None,
+            inlined: false,
+            how: raw.how,
+        };
+        let Some(index) = raw.object else {
+            return vec![plain(None)];
+        };
+        let Some(obj) = image.objects().get(index) else {
+            return vec![plain(None)];
+        };
+        let (name, bias) = (obj.name.clone(), obj.bias);
+        let Some(state) = self.state(image, index) else {
+            return vec![plain(None)];
+        };
+        let file = Arc::clone(&state._file);
+        let sym = state.symbolizer.get_or_insert_with(|| Symbolizer::new(&file));
+        let found = sym.lookup(raw.probe.wrapping_sub(bias));
+        let base = Frame {
+            object: Some(name),
+            offset: Some(raw.pc.wrapping_sub(bias)),
+            ..plain(None)
+        };
+        if found.is_empty() {
+            return vec![base];
+        }
+        let last = found.len() - 1;
+        found
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| Frame {
+                function: f.function,
+                file: f.file,
+                line: f.line,
+                inlined: i < last,
+                ..base.clone()
+            })
+            .collect()
+    }
+
+    /// The stack of one thread of `image` from its registers.
+    pub fn thread_stack(&mut self, image: &ProcessImage, mem: &dyn Memory, tid: i32, regs: &Regs) -> ThreadStack {
+        let ranges = walk::code_ranges(image);
+        let max = self.max_frames;
+        let (raw, note) = walk::walk(self, image, &ranges, mem, *regs, max);
+        let mut frames = Vec::with_capacity(raw.len());
+        for r in &raw {
+            frames.extend(self.symbolize(image, r));
+        }
+        ThreadStack {
+            tid,
+            name: None,
+            frames,
+            note,
+        }
+    }
+
+    /// The stacks of every thread of a stopped live process, in thread id
+    /// order. A process that is not stopped has none.
+    pub fn process_stacks<M: Memory>(&mut self, p: &Process<M>) -> Vec<ThreadStack> {
+        let mut regs = p.thread_regs().to_vec();
+        regs.sort_by_key(|t| t.tid);
+        regs.iter()
+            .map(|t| {
+                let mut stack = match &t.regs {
+                    Ok(r) => self.thread_stack(p.image(), p.memory(), t.tid, r),
+                    Err(e) => ThreadStack {
+                        tid: t.tid,
+                        name: None,
+                        frames: Vec::new(),
+                        note: Some(e.clone()),
+                    },
+                };
+                if let Some(pid) = p.pid() {
+                    stack.name = std::fs::read_to_string(format!("/proc/{pid}/task/{}/comm", t.tid))
+                        .ok()
+                        .map(|s| s.trim_end().to_string());
+                }
+                stack
+            })
+            .collect()
+    }
+}
+
+impl walk::Rows for Unwinder {
+    fn unwind_info(&mut self, image: &ProcessImage, index: usize) -> Option<&UnwindInfo> {
+        self.state(image, index)?.unwind.as_ref()
+    }
+
+    fn row(&mut self, image: &ProcessImage, index: usize, svma: u64) -> Result<Option<Row>, String> {
+        let file = &image.objects().get(index).ok_or("no such object")?.file;
+        self.state(image, index);
+        let Some(info) = self.objects.get(&key(file)).and_then(|s| s.unwind.as_ref()) else {
+            return Ok(None);
+        };
+        info.row(&mut self.ctx, svma)
+    }
+}
+
+/// One frame as gdb's `bt` prints it:
+/// `#N 0xPC in FUNCTION (FILE:LINE) from OBJECT`.
+pub fn frame_line(n: usize, f: &Frame) -> String {
+    let function = match (&f.function, &f.object, f.offset) {
+        (Some(name), ..) => name.clone(),
+        (None, Some(obj), Some(off)) => format!("{}+{off:#x}", base_name(obj)),
+        _ => "??".to_string(),
+    };
+    let mut line = format!("#{n:<2} {:#018x} in {function}", f.pc);
+    if let Some(file) = &f.file {
+        match f.line {
+            Some(l) => line.push_str(&format!(" ({file}:{l})")),
+            None => line.push_str(&format!(" ({file})")),
+        }
+    }
+    if f.inlined {
+        line.push_str(" [inlined]");
+    }
+    if let Some(obj) = &f.object {
+        line.push_str(&format!(" from {obj}"));
+    }
+    line
+}
+
+fn base_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The stacks of one process as text, one block per thread.
+pub fn render_text(pid: i32, stacks: &[ThreadStack]) -> String {
+    let mut out = String::new();
+    for t in stacks {
+        let name = t.name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
+        out.push_str(&format!("Thread {} (process {pid}){name}:\n", t.tid));
+        for (n, f) in t.frames.iter().enumerate() {
+            out.push_str(&frame_line(n, f));
+            out.push('\n');
+        }
+        if let Some(note) = &t.note {
+            out.push_str(&format!("   ({note})\n"));
+        }
+    }
+    out
+}
+
+/// The stacks of one process as JSON.
+pub fn to_json(pid: i32, stacks: &[ThreadStack]) -> serde_json::Value {
+    let threads: Vec<serde_json::Value> = stacks
+        .iter()
+        .map(|t| {
+            let frames: Vec<serde_json::Value> = t
+                .frames
+                .iter()
+                .map(|f| {
+                    serde_json::json!({
+                        "pc": format!("{:#x}", f.pc),
+                        "function": f.function,
+                        "object": f.object,
+                        "offset": f.offset.map(|o| format!("{o:#x}")),
+                        "file": f.file,
+                        "line": f.line,
+                        "inlined": f.inlined,
+                        "how": f.how.as_str(),
+                    })
+                })
+                .collect();
+            serde_json::json!({ "tid": t.tid, "name": t.name, "frames": frames, "note": t.note })
+        })
+        .collect();
+    serde_json::json!({ "pid": pid, "threads": threads })
+}
