@@ -17,6 +17,8 @@ pub struct Process<M: Memory> {
     pub(crate) mem: M,
     pub(crate) world_rank: Option<i32>,
     pub(crate) attachment: Option<Attachment>,
+    /// A core file's threads (`NT_PRSTATUS`).
+    pub(crate) core_threads: Vec<ThreadRegs>,
     pub(crate) warnings: Vec<String>,
 }
 
@@ -56,10 +58,13 @@ impl<M: Memory> Process<M> {
         self.attachment.as_ref().map(Attachment::info)
     }
 
-    /// The registers of every thread, read when it was stopped (empty when
-    /// the process is not stopped).
+    /// The registers of every thread: read when a live process was stopped
+    /// (none when it is not stopped), or a core file's `NT_PRSTATUS` notes.
     pub fn thread_regs(&self) -> &[ThreadRegs] {
-        self.attachment.as_ref().map_or(&[], Attachment::thread_regs)
+        match &self.attachment {
+            Some(a) => a.thread_regs(),
+            None => &self.core_threads,
+        }
     }
 
     /// Releases a stopped process now (dropping does it too).

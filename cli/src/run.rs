@@ -426,11 +426,27 @@ fn run_replay(file: &Path, opts: &DumpOptions) -> Result<Snapshot, RunError> {
 /// `mpiq stacks`: stop each process in turn, unwind every thread, release
 /// it. One [`crate::unwind::Unwinder`] serves all, so each object's unwind
 /// information and symbols are read once.
-fn run_stacks(pids: &[i32], json: bool, rep: &Reporter) -> Result<Outcome, RunError> {
+fn run_stacks(
+    pids: &[i32],
+    cores: &[PathBuf],
+    exe: Option<&Path>,
+    json: bool,
+    rep: &Reporter,
+) -> Result<Outcome, RunError> {
     let mut unwinder = crate::unwind::Unwinder::new();
     let mut text = String::new();
     let mut docs = Vec::new();
     let mut failed = Vec::new();
+    let mut add = |pid: i32, stacks: &[crate::unwind::ThreadStack]| {
+        if json {
+            docs.push(crate::unwind::to_json(pid, stacks));
+        } else {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&crate::unwind::render_text(pid, stacks));
+        }
+    };
     for &pid in pids {
         let mut p = match LiveProcess::attach(pid) {
             Ok(p) => p,
@@ -453,21 +469,29 @@ fn run_stacks(pids: &[i32], json: bool, rep: &Reporter) -> Result<Outcome, RunEr
                 eprintln!("mpiq: warning: {w}");
             }
         }
-        if json {
-            docs.push(crate::unwind::to_json(pid, &stacks));
-        } else {
-            if !text.is_empty() {
-                text.push('\n');
+        add(pid, &stacks);
+    }
+    for core in cores {
+        let p = match CoreProcess::open_core(core, exe) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("mpiq: {e}");
+                failed.push(e.to_string());
+                continue;
             }
-            text.push_str(&crate::unwind::render_text(pid, &stacks));
+        };
+        let stacks = unwinder.process_stacks(&p);
+        if stacks.is_empty() {
+            eprintln!("mpiq: warning: {}: no x86_64 NT_PRSTATUS notes", core.display());
         }
+        add(p.pid().map_or(0, |p| p as i32), &stacks);
     }
     if rep.verbose {
         for w in &unwinder.warnings {
             eprintln!("mpiq: warning: {w}");
         }
     }
-    if failed.len() == pids.len() {
+    if failed.len() == pids.len() + cores.len() {
         return Err(RunError::NothingOpened(failed.join("; ")));
     }
     let stdout = if json {
@@ -558,7 +582,7 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
             let opts = dump_command(dump)?;
             finish(one(run_replay(file, &opts)?), false, dump, &opts)
         }
-        Command::Stacks { pids, json } => run_stacks(pids, *json, &rep),
+        Command::Stacks { pids, cores, exe, json } => run_stacks(pids, cores, exe.as_deref(), *json, &rep),
         Command::Lookup { pid, core, questions } => {
             let questions = questions.to_lookup()?;
             let stdout = if let Some(core) = core {

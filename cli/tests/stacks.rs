@@ -309,3 +309,45 @@ fn without_eh_frame_frame_pointers_find_the_callers() {
         .collect();
     assert_eq!(hows, ["frame_pointer", "frame_pointer"], "{json}");
 }
+
+#[test]
+fn core_file_stacks_equal_the_live_ones() {
+    if !tools_present() {
+        return;
+    }
+    let exe = build("-O2", false);
+    let fx = start(&exe.exe);
+    let pid = fx.pid();
+    let (live, _, live_json) = mpiq_stacks(pid, &[]);
+    let core = exe.dir.join("core");
+    let r = run(Command::new("gdb")
+        .args(["-nx", "-batch", "-p", &pid.to_string(), "-ex"])
+        .arg(format!("gcore {}", core.display())));
+    assert!(core.exists(), "gcore failed:\n{r}");
+    assert_running(pid);
+    let r = run(Command::new(env!("CARGO_BIN_EXE_mpiq"))
+        .args(["stacks", "--json", "--core"])
+        .arg(&core)
+        .arg("--exe")
+        .arg(&exe.exe));
+    assert!(r.success, "{r}");
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(doc[0]["pid"], pid, "{r}");
+    let mut from_core = HashMap::new();
+    for t in doc[0]["threads"].as_array().unwrap() {
+        assert_eq!(t["note"], serde_json::Value::Null, "{r}");
+        let frames: Vec<Named> = t["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["function"].as_str().unwrap_or("??").to_string(),
+                    f["line"].as_u64().map(|l| l as u32),
+                )
+            })
+            .collect();
+        from_core.insert(t["tid"].as_i64().unwrap() as i32, frames);
+    }
+    assert_eq!(from_core, live, "core:\n{}\nlive:\n{live_json}", r.stdout);
+}

@@ -235,8 +235,8 @@ impl Unwinder {
         }
     }
 
-    /// The stacks of every thread of a stopped live process, in thread id
-    /// order. A process that is not stopped has none.
+    /// The stacks of every thread of a stopped live process or a core file,
+    /// in thread id order. A live process that is not stopped has none.
     pub fn process_stacks<M: Memory>(&mut self, p: &Process<M>) -> Vec<ThreadStack> {
         let mut regs = p.thread_regs().to_vec();
         regs.sort_by_key(|t| t.tid);
@@ -251,7 +251,7 @@ impl Unwinder {
                         note: Some(e.clone()),
                     },
                 };
-                if let Some(pid) = p.pid() {
+                if let (Some(pid), Some(_)) = (p.pid(), p.attach_info()) {
                     stack.name = std::fs::read_to_string(format!("/proc/{pid}/task/{}/comm", t.tid))
                         .ok()
                         .map(|s| s.trim_end().to_string());
