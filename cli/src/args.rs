@@ -18,6 +18,7 @@ Examples:
   mpiq job --starter 4200 --svg waits.svg  also draw the wait-for graph
   mpiq core core.4242 core.4243            core files written by gdb's gcore
   mpiq queues --pid 4242 --queue receives --comm MPI_COMM_WORLD
+  mpiq stacks --pid 4242                   every thread's call stack, like gdb's bt
 
 Processes are stopped with ptrace while they are read and left running (or
 stopped, if they were) afterwards, also on errors and Ctrl-C. This needs the

@@ -472,6 +472,24 @@ fn check_same_file(mem: &CoreMemory, o: &MappedObject, warnings: &mut Vec<String
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn prstatus_registers_in_dwarf_order() {
+        // pr_pid at 32, pr_reg at 112: word i of user_regs_struct = 1000 + i.
+        let mut desc = vec![0u8; 336];
+        desc[32..36].copy_from_slice(&77i32.to_le_bytes());
+        for i in 0..27u64 {
+            let at = 112 + 8 * i as usize;
+            desc[at..at + 8].copy_from_slice(&(1000 + i).to_le_bytes());
+        }
+        let t = super::prstatus_regs(&desc).unwrap();
+        assert_eq!(t.tid, 77);
+        let regs = t.regs.unwrap();
+        // rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip
+        let want = [10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0, 16].map(|i| Some(1000 + i));
+        assert_eq!(regs, want);
+        assert!(super::prstatus_regs(&desc[..200]).is_none());
+    }
+
     use super::*;
 
     fn nt_file(entries: &[(u64, u64, u64, &str)], page: u64, w: usize, little: bool) -> Vec<u8> {

@@ -434,19 +434,8 @@ fn run_stacks(
     rep: &Reporter,
 ) -> Result<Outcome, RunError> {
     let mut unwinder = crate::unwind::Unwinder::new();
-    let mut text = String::new();
-    let mut docs = Vec::new();
+    let mut out = crate::unwind::Output::new(json);
     let mut failed = Vec::new();
-    let mut add = |pid: i32, stacks: &[crate::unwind::ThreadStack]| {
-        if json {
-            docs.push(crate::unwind::to_json(pid, stacks));
-        } else {
-            if !text.is_empty() {
-                text.push('\n');
-            }
-            text.push_str(&crate::unwind::render_text(pid, stacks));
-        }
-    };
     for &pid in pids {
         let mut p = match LiveProcess::attach(pid) {
             Ok(p) => p,
@@ -469,7 +458,7 @@ fn run_stacks(
                 eprintln!("mpiq: warning: {w}");
             }
         }
-        add(pid, &stacks);
+        out.add(pid, &stacks);
     }
     for core in cores {
         let p = match CoreProcess::open_core(core, exe) {
@@ -484,7 +473,7 @@ fn run_stacks(
         if stacks.is_empty() {
             eprintln!("mpiq: warning: {}: no x86_64 NT_PRSTATUS notes", core.display());
         }
-        add(p.pid().map_or(0, |p| p as i32), &stacks);
+        out.add(p.pid().map_or(0, |p| p as i32), &stacks);
     }
     if rep.verbose {
         for w in &unwinder.warnings {
@@ -494,14 +483,10 @@ fn run_stacks(
     if failed.len() == pids.len() + cores.len() {
         return Err(RunError::NothingOpened(failed.join("; ")));
     }
-    let stdout = if json {
-        let mut s = serde_json::to_string_pretty(&serde_json::Value::Array(docs)).unwrap_or_default();
-        s.push('\n');
-        s
-    } else {
-        text
-    };
-    Ok(Outcome { stdout, verdict: None })
+    Ok(Outcome {
+        stdout: out.finish(),
+        verdict: None,
+    })
 }
 
 /// What a command produced.

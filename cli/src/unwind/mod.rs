@@ -348,3 +348,134 @@ pub fn to_json(pid: i32, stacks: &[ThreadStack]) -> serde_json::Value {
         .collect();
     serde_json::json!({ "pid": pid, "threads": threads })
 }
+
+/// The output of `mpiq stacks`: text blocks, or one JSON array.
+#[derive(Debug)]
+pub struct Output {
+    json: bool,
+    text: String,
+    docs: Vec<serde_json::Value>,
+}
+
+impl Output {
+    /// Empty output, as JSON or text.
+    pub fn new(json: bool) -> Output {
+        Output {
+            json,
+            text: String::new(),
+            docs: Vec::new(),
+        }
+    }
+
+    /// Adds one process.
+    pub fn add(&mut self, pid: i32, stacks: &[ThreadStack]) {
+        if self.json {
+            self.docs.push(to_json(pid, stacks));
+        } else {
+            if !self.text.is_empty() {
+                self.text.push('\n');
+            }
+            self.text.push_str(&render_text(pid, stacks));
+        }
+    }
+
+    /// What to print.
+    pub fn finish(self) -> String {
+        if !self.json {
+            return self.text;
+        }
+        let mut s = serde_json::to_string_pretty(&serde_json::Value::Array(self.docs)).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LiveProcess;
+
+    /// Garbage registers against this very process (its memory and
+    /// objects): every walk ends, within the frame limit, and a stack that
+    /// ends early says why.
+    #[test]
+    fn garbage_registers_end_with_a_note() {
+        let me = LiveProcess::open(std::process::id() as i32).unwrap();
+        let mut u = Unwinder::with_max_frames(64);
+        let local = 0u64;
+        let sp = std::ptr::addr_of!(local) as u64;
+        let code = garbage_registers_end_with_a_note as *const () as usize as u64;
+        let mut regs: Regs = [Some(0); 17];
+        regs[cfi::RSP] = Some(sp);
+
+        regs[cfi::RIP] = Some(0);
+        let s = u.thread_stack(me.image(), me.memory(), 1, &regs);
+        assert!(s.frames.is_empty());
+        assert_eq!(s.note.as_deref(), Some("the pc is 0"));
+
+        regs[cfi::RIP] = Some(0x10);
+        let s = u.thread_stack(me.image(), me.memory(), 1, &regs);
+        assert_eq!(s.frames.len(), 1, "{s:?}");
+        assert!(s.note.as_deref().unwrap().contains("not in mapped code"), "{s:?}");
+
+        // A simple xorshift: pcs in and near our code, stack pointers on and
+        // off the stack, frame pointers anywhere.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..300 {
+            for r in regs.iter_mut() {
+                *r = Some(next());
+            }
+            regs[cfi::RIP] = Some(code.wrapping_add(next() % 4096));
+            regs[cfi::RSP] = Some(match next() % 3 {
+                0 => sp.wrapping_add(next() % 4096),
+                1 => sp.wrapping_sub(next() % 256),
+                _ => next(),
+            });
+            regs[6] = Some(if next() % 2 == 0 {
+                sp.wrapping_add(next() % 512)
+            } else {
+                next()
+            });
+            let s = u.thread_stack(me.image(), me.memory(), 1, &regs);
+            let real = s.frames.iter().filter(|f| !f.inlined).count();
+            assert!(real <= 64, "{s:?}");
+            if real == 64 {
+                assert!(s.note.is_some(), "{s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn frame_lines_look_like_bt() {
+        let f = Frame {
+            pc: 0x1234,
+            function: None,
+            object: Some("/usr/lib/libmpi.so.40".into()),
+            offset: Some(0x5d4c2),
+            file: None,
+            line: None,
+            inlined: false,
+            how: How::Cfi,
+        };
+        assert_eq!(
+            frame_line(3, &f),
+            "#3  0x0000000000001234 in libmpi.so.40+0x5d4c2 from /usr/lib/libmpi.so.40"
+        );
+        let g = Frame {
+            function: Some("main".into()),
+            file: Some("ring.c".into()),
+            line: Some(12),
+            ..f
+        };
+        assert_eq!(
+            frame_line(4, &g),
+            "#4  0x0000000000001234 in main (ring.c:12) from /usr/lib/libmpi.so.40"
+        );
+    }
+}
