@@ -247,7 +247,12 @@ fn text_output_is_one_line_per_frame_like_bt() {
     // #N 0xPC in FUNCTION (FILE:LINE) from OBJECT
     assert!(level2.starts_with('#'), "{level2}");
     assert!(level2.contains(" 0x"), "{level2}");
-    assert!(level2.contains("stacks.c:39) from "), "{level2}");
+    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/stacks.c")).unwrap();
+    let call = 1 + src
+        .lines()
+        .position(|l| l.contains("return stx_level3(depth + 1) * 2;"))
+        .expect("the call in stx_level2");
+    assert!(level2.contains(&format!("stacks.c:{call}) from ")), "{level2}");
     assert!(level2.ends_with(&exe.exe.display().to_string()), "{level2}");
 }
 
@@ -350,4 +355,56 @@ fn core_file_stacks_equal_the_live_ones() {
         from_core.insert(t["tid"].as_i64().unwrap() as i32, frames);
     }
     assert_eq!(from_core, live, "core:\n{}\nlive:\n{live_json}", r.stdout);
+}
+
+#[test]
+fn stripped_library_gives_exported_names_and_offsets() {
+    if !tools_present() || !common::have("strip") {
+        return;
+    }
+    let exe = build("-O2", false);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let lib = exe.dir.join("libstx.so");
+    let r = run(Command::new("gcc")
+        .args(["-g", "-O2", "-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(fixtures.join("stacks_lib.c")));
+    assert!(r.success, "{r}");
+    // Only .dynsym is left (and .eh_frame, which is not debug information).
+    let r = run(Command::new("strip").arg("--strip-all").arg(&lib));
+    assert!(r.success, "{r}");
+    let with_lib = exe.dir.join("stacks-lib");
+    let r = run(Command::new("gcc")
+        .args(["-g", "-O2", "-pthread", "-DSTX_LIB", "-o"])
+        .arg(&with_lib)
+        .arg(fixtures.join("stacks.c"))
+        .arg(format!("-L{}", exe.dir.display()))
+        .args(["-lstx", "-Wl,-rpath,$ORIGIN"]));
+    assert!(r.success, "{r}");
+    let fx = start(&with_lib);
+    let pid = fx.pid();
+    let (_, _, json) = mpiq_stacks(pid, &[]);
+    assert_running(pid);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let worker = doc[0]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] != pid)
+        .unwrap();
+    let frames = worker["frames"].as_array().unwrap();
+    let at = frames
+        .iter()
+        .position(|f| f["function"] == "stx_lib_exported")
+        .unwrap_or_else(|| panic!("no stx_lib_exported:\n{json}"));
+    assert!(at >= 1, "{json}");
+    // The static function before it: no name, the library and an offset.
+    let hidden = &frames[at - 1];
+    assert_eq!(hidden["function"], serde_json::Value::Null, "{json}");
+    assert!(hidden["object"].as_str().unwrap().ends_with("/libstx.so"), "{json}");
+    assert!(hidden["offset"].as_str().unwrap().starts_with("0x"), "{json}");
+    assert_eq!(frames[at + 1]["function"], "stx_blocked_in_read", "{json}");
+    let r = run(Command::new(env!("CARGO_BIN_EXE_mpiq")).args(["stacks", "--pid", &pid.to_string()]));
+    assert!(r.stdout.contains(" in libstx.so+0x"), "{r}");
+    assert_running(pid);
 }
