@@ -408,3 +408,50 @@ fn stripped_library_gives_exported_names_and_offsets() {
     assert!(r.stdout.contains(" in libstx.so+0x"), "{r}");
     assert_running(pid);
 }
+
+#[test]
+fn threads_stopped_in_the_vdso_unwind_to_main() {
+    if !tools_present() {
+        return;
+    }
+    let exe = build("-O2", false);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/stacks.c");
+    let spin = exe.dir.join("spin");
+    let r = run(Command::new("gcc")
+        .args(["-g", "-O2", "-pthread", "-DSTX_SPIN", "-o"])
+        .arg(&spin)
+        .arg(&src));
+    assert!(r.success, "{r}");
+    let mut child = Command::new(&spin)
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let fx = Running { child };
+    let pid = fx.pid();
+    // Stopped wherever the loop is: in the vdso most of the time.
+    let mut in_vdso = 0;
+    for _ in 0..20 {
+        let (mine, notes, json) = mpiq_stacks(pid, &[]);
+        let names = names(&mine[&pid]);
+        assert_contains_run(&names, &["stx_spin", "main"], "spinning thread");
+        assert_eq!(notes[&pid], None, "{json}");
+        let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let top = &doc[0]["threads"][0]["frames"][0];
+        if top["object"] == "[vdso]" {
+            in_vdso += 1;
+            // Named from the vdso's own symbols.
+            assert!(
+                top["function"].as_str().is_some_and(|f| f.contains("gettime")),
+                "{json}"
+            );
+        }
+    }
+    assert_running(pid);
+    eprintln!("{in_vdso} of 20 samples stopped in the vdso");
+    assert!(in_vdso > 0, "no sample stopped in the vdso");
+}

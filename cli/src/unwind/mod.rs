@@ -9,13 +9,14 @@
 
 mod cfi;
 mod symbolize;
+mod vdso;
 mod walk;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::elf::ElfObject;
-use crate::image::{Memory, ProcessImage};
+use crate::image::{MappedObject, Memory};
 use crate::process::Process;
 
 use cfi::{Row, UnwindInfo};
@@ -156,8 +157,8 @@ impl Unwinder {
         }
     }
 
-    fn state(&mut self, image: &ProcessImage, index: usize) -> Option<&mut ObjState> {
-        let file = &image.objects().get(index)?.file;
+    fn state(&mut self, objects: &[MappedObject], index: usize) -> Option<&mut ObjState> {
+        let file = &objects.get(index)?.file;
         let warnings = &mut self.warnings;
         Some(self.objects.entry(key(file)).or_insert_with(|| {
             let unwind = UnwindInfo::load(file).unwrap_or_else(|e| {
@@ -172,7 +173,7 @@ impl Unwinder {
         }))
     }
 
-    fn symbolize(&mut self, image: &ProcessImage, raw: &walk::RawFrame) -> Vec<Frame> {
+    fn symbolize(&mut self, objects: &[MappedObject], raw: &walk::RawFrame) -> Vec<Frame> {
         let plain = |function: Option<String>| Frame {
             pc: raw.pc,
             function,
@@ -186,11 +187,11 @@ impl Unwinder {
         let Some(index) = raw.object else {
             return vec![plain(None)];
         };
-        let Some(obj) = image.objects().get(index) else {
+        let Some(obj) = objects.get(index) else {
             return vec![plain(None)];
         };
         let (name, bias) = (obj.name.clone(), obj.bias);
-        let Some(state) = self.state(image, index) else {
+        let Some(state) = self.state(objects, index) else {
             return vec![plain(None)];
         };
         let file = Arc::clone(&state._file);
@@ -218,14 +219,15 @@ impl Unwinder {
             .collect()
     }
 
-    /// The stack of one thread of `image` from its registers.
-    pub fn thread_stack(&mut self, image: &ProcessImage, mem: &dyn Memory, tid: i32, regs: &Regs) -> ThreadStack {
-        let ranges = walk::code_ranges(image);
+    /// The stack of one thread from its registers; `objects` are the
+    /// process's mapped objects (its image's, plus the vdso).
+    pub fn thread_stack(&mut self, objects: &[MappedObject], mem: &dyn Memory, tid: i32, regs: &Regs) -> ThreadStack {
+        let ranges = walk::code_ranges(objects);
         let max = self.max_frames;
-        let (raw, note) = walk::walk(self, image, &ranges, mem, *regs, max);
+        let (raw, note) = walk::walk(self, objects, &ranges, mem, *regs, max);
         let mut frames = Vec::with_capacity(raw.len());
         for r in &raw {
-            frames.extend(self.symbolize(image, r));
+            frames.extend(self.symbolize(objects, r));
         }
         ThreadStack {
             tid,
@@ -240,10 +242,14 @@ impl Unwinder {
     pub fn process_stacks<M: Memory>(&mut self, p: &Process<M>) -> Vec<ThreadStack> {
         let mut regs = p.thread_regs().to_vec();
         regs.sort_by_key(|t| t.tid);
+        let mut objects = p.image().objects().to_vec();
+        if let (Some(pid), Some(_)) = (p.pid(), p.attach_info()) {
+            objects.extend(vdso::live_vdso(pid as i32, p.memory()));
+        }
         regs.iter()
             .map(|t| {
                 let mut stack = match &t.regs {
-                    Ok(r) => self.thread_stack(p.image(), p.memory(), t.tid, r),
+                    Ok(r) => self.thread_stack(&objects, p.memory(), t.tid, r),
                     Err(e) => ThreadStack {
                         tid: t.tid,
                         name: None,
@@ -263,13 +269,13 @@ impl Unwinder {
 }
 
 impl walk::Rows for Unwinder {
-    fn unwind_info(&mut self, image: &ProcessImage, index: usize) -> Option<&UnwindInfo> {
-        self.state(image, index)?.unwind.as_ref()
+    fn unwind_info(&mut self, objects: &[MappedObject], index: usize) -> Option<&UnwindInfo> {
+        self.state(objects, index)?.unwind.as_ref()
     }
 
-    fn row(&mut self, image: &ProcessImage, index: usize, svma: u64) -> Result<Option<Row>, String> {
-        let file = &image.objects().get(index).ok_or("no such object")?.file;
-        self.state(image, index);
+    fn row(&mut self, objects: &[MappedObject], index: usize, svma: u64) -> Result<Option<Row>, String> {
+        let file = &objects.get(index).ok_or("no such object")?.file;
+        self.state(objects, index);
         let Some(info) = self.objects.get(&key(file)).and_then(|s| s.unwind.as_ref()) else {
             return Ok(None);
         };
@@ -409,12 +415,12 @@ mod tests {
         regs[cfi::RSP] = Some(sp);
 
         regs[cfi::RIP] = Some(0);
-        let s = u.thread_stack(me.image(), me.memory(), 1, &regs);
+        let s = u.thread_stack(me.image().objects(), me.memory(), 1, &regs);
         assert!(s.frames.is_empty());
         assert_eq!(s.note.as_deref(), Some("the pc is 0"));
 
         regs[cfi::RIP] = Some(0x10);
-        let s = u.thread_stack(me.image(), me.memory(), 1, &regs);
+        let s = u.thread_stack(me.image().objects(), me.memory(), 1, &regs);
         assert_eq!(s.frames.len(), 1, "{s:?}");
         assert!(s.note.as_deref().unwrap().contains("not in mapped code"), "{s:?}");
 
@@ -442,7 +448,7 @@ mod tests {
             } else {
                 next()
             });
-            let s = u.thread_stack(me.image(), me.memory(), 1, &regs);
+            let s = u.thread_stack(me.image().objects(), me.memory(), 1, &regs);
             let real = s.frames.iter().filter(|f| !f.inlined).count();
             assert!(real <= 64, "{s:?}");
             if real == 64 {

@@ -6,7 +6,7 @@
 
 use super::cfi::{Row, UnwindInfo, RIP, RSP};
 use super::{How, Regs};
-use crate::image::{Memory, ProcessImage};
+use crate::image::{MappedObject, Memory};
 
 /// DWARF number of the frame pointer.
 const RBP: usize = 6;
@@ -30,9 +30,9 @@ pub(crate) struct RawFrame {
 }
 
 /// Where each object's code is: (first, end, index in the image), sorted.
-pub(crate) fn code_ranges(image: &ProcessImage) -> Vec<(u64, u64, usize)> {
+pub(crate) fn code_ranges(objects: &[MappedObject]) -> Vec<(u64, u64, usize)> {
     let mut out = Vec::new();
-    for (i, o) in image.objects().iter().enumerate() {
+    for (i, o) in objects.iter().enumerate() {
         for s in o.file.loads() {
             let lo = s.vaddr.wrapping_add(o.bias);
             out.push((lo, lo.saturating_add(s.memsz), i));
@@ -77,9 +77,9 @@ fn frame_pointer_step(regs: &Regs, mem: &dyn Memory) -> Result<Regs, String> {
 /// What the walk needs from the run: each object's CFI (parsed once).
 pub(crate) trait Rows {
     /// The CFI of object `index` of the image, `None` when it has none.
-    fn unwind_info(&mut self, image: &ProcessImage, index: usize) -> Option<&UnwindInfo>;
+    fn unwind_info(&mut self, objects: &[MappedObject], index: usize) -> Option<&UnwindInfo>;
     /// The row for `svma` in object `index`.
-    fn row(&mut self, image: &ProcessImage, index: usize, svma: u64) -> Result<Option<Row>, String>;
+    fn row(&mut self, objects: &[MappedObject], index: usize, svma: u64) -> Result<Option<Row>, String>;
 }
 
 /// Walks one thread from its registers. Returns the frames and, when the
@@ -87,7 +87,7 @@ pub(crate) trait Rows {
 /// a pc of 0), why.
 pub(crate) fn walk(
     rows: &mut dyn Rows,
-    image: &ProcessImage,
+    objects: &[MappedObject],
     ranges: &[(u64, u64, usize)],
     mem: &dyn Memory,
     regs0: Regs,
@@ -129,9 +129,9 @@ pub(crate) fn walk(
             }
             None => return (frames, Some(format!("return address {pc:#x} is not in mapped code"))),
             Some(i) => {
-                let bias = image.objects().get(i).map_or(0, |o| o.bias);
-                let row = if rows.unwind_info(image, i).is_some() {
-                    match rows.row(image, i, probe.wrapping_sub(bias)) {
+                let bias = objects.get(i).map_or(0, |o| o.bias);
+                let row = if rows.unwind_info(objects, i).is_some() {
+                    match rows.row(objects, i, probe.wrapping_sub(bias)) {
                         Ok(r) => r,
                         Err(e) => return (frames, Some(e)),
                     }
@@ -140,7 +140,7 @@ pub(crate) fn walk(
                 };
                 match row {
                     Some(row) => {
-                        let info = rows.unwind_info(image, i);
+                        let info = rows.unwind_info(objects, i);
                         match info.map(|info| info.apply(&row, &regs, mem)) {
                             Some(Ok((next, _cfa))) => ((next, How::Cfi), row.signal),
                             Some(Err(e)) => return (frames, Some(e)),
