@@ -28,6 +28,9 @@ pub type Regs = [Option<u64>; 17];
 
 /// Frames per stack unless `MPIQ_MAX_FRAMES` says otherwise.
 pub const DEFAULT_MAX_FRAMES: usize = 256;
+/// Time for all the threads of one process (the first use of an object's
+/// DWARF is part of it); threads left then get a note.
+const PROCESS_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
 /// The most `MPIQ_MAX_FRAMES` may ask for.
 const MAX_MAX_FRAMES: usize = 1 << 16;
 
@@ -246,11 +249,25 @@ impl Unwinder {
         if let (Some(pid), Some(_)) = (p.pid(), p.attach_info()) {
             objects.extend(vdso::live_vdso(pid as i32, p.memory()));
         }
+        let deadline = std::time::Instant::now() + PROCESS_BUDGET;
         regs.iter()
             .map(|t| {
-                let mut stack = match &t.regs {
-                    Ok(r) => self.thread_stack(&objects, p.memory(), t.tid, r),
-                    Err(e) => ThreadStack {
+                let late = if crate::signals::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+                    Some("not read: interrupted")
+                } else if std::time::Instant::now() > deadline {
+                    Some("not read: time budget of the process spent")
+                } else {
+                    None
+                };
+                let mut stack = match (&t.regs, late) {
+                    (_, Some(why)) => ThreadStack {
+                        tid: t.tid,
+                        name: None,
+                        frames: Vec::new(),
+                        note: Some(why.to_string()),
+                    },
+                    (Ok(r), None) => self.thread_stack(&objects, p.memory(), t.tid, r),
+                    (Err(e), None) => ThreadStack {
                         tid: t.tid,
                         name: None,
                         frames: Vec::new(),
