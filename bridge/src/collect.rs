@@ -44,7 +44,7 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
             Ok(None) => Stacks {
                 where_: None,
                 threads: Vec::new(),
-                missing: Some("this front end gives no call stacks yet (gdb and lldb do)".into()),
+                missing: Some("this front end gives no call stacks (a C API host without the stacks callback)".into()),
             },
             Err(TargetError::Interrupted) => return Err(Interrupted),
             Err(e) => Stacks {

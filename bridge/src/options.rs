@@ -226,7 +226,7 @@ pub const DUMP_OPTIONS: &[OptionSpec<DumpOptions>] = &[
         name: "stacks",
         aliases: &[],
         value: None,
-        help: "add every thread's call stack per process (from gdb's and lldb's own unwinders)",
+        help: "add every thread's call stack per process, and where it is in MPI",
         repeatable: false,
         handler: Handler::Bridge,
         apply: |o, _| {

@@ -18,6 +18,7 @@ Examples:
   mpiq job --starter 4200 --svg waits.svg  also draw the wait-for graph
   mpiq core core.4242 core.4243            core files written by gdb's gcore
   mpiq queues --pid 4242 --queue receives --comm MPI_COMM_WORLD
+  mpiq stacks --pid 4242                   every thread's call stack, like gdb's bt
 
 Processes are stopped with ptrace while they are read and left running (or
 stopped, if they were) afterwards, also on errors and Ctrl-C. This needs the
@@ -114,6 +115,37 @@ pub enum Command {
         /// Dump options.
         #[command(flatten)]
         dump: DumpArgs,
+    },
+    /// Show the call stack of every thread of running processes, like gdb's
+    /// `thread apply all bt` (unwound through the objects' CFI, frame
+    /// pointers where there is none; at most MPIQ_MAX_FRAMES frames, 256 by
+    /// default). The processes are stopped while read and left running.
+    #[command(after_help = "\
+Example: mpiq stacks --pid 4242        mpiq stacks --core core.4242 --exe ./ring
+Output: per thread, one line per frame, innermost first:
+  #N 0xPC in FUNCTION (FILE:LINE) from OBJECT
+FUNCTION is OBJECT+0xOFFSET when no symbol covers the pc; a stack that ends
+early says why on its last line.")]
+    Stacks {
+        /// Process id (repeatable, or comma-separated).
+        #[arg(
+            long = "pid",
+            value_name = "PID",
+            value_delimiter = ',',
+            required_unless_present = "cores"
+        )]
+        pids: Vec<i32>,
+        /// A core file instead (gdb's gcore or the kernel's; repeatable).
+        #[arg(long = "core", value_name = "FILE", id = "cores")]
+        cores: Vec<PathBuf>,
+        /// The executable of the core files, when it is no longer where
+        /// they say.
+        #[arg(long, value_name = "FILE", requires = "cores")]
+        exe: Option<PathBuf>,
+        /// JSON instead of text: [{pid, threads: [{tid, name, frames:
+        /// [{pc, function, object, offset, file, line, inlined, how}], note}]}].
+        #[arg(long)]
+        json: bool,
     },
     /// Answer the questions a debug library asks (symbols, types, fields,
     /// strings, memory), the way mpiq answers them (for checking mpiq

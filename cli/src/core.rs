@@ -90,6 +90,23 @@ struct Layout {
     pid: Option<u32>,
     fname: Option<String>,
     auxv: Vec<u8>,
+    /// Every thread's `NT_PRSTATUS` registers (x86_64 cores only).
+    threads: Vec<crate::ptrace::ThreadRegs>,
+}
+
+/// The registers of an x86_64 `NT_PRSTATUS`: `pr_pid` (the thread) at byte
+/// 32, `pr_reg` at 112, 27 words in `user_regs_struct` order.
+fn prstatus_regs(desc: &[u8]) -> Option<crate::ptrace::ThreadRegs> {
+    let tid = word(desc, 32, 4, true)? as i32;
+    let reg = |i: usize| word(desc, 112 + 8 * i, 8, true);
+    // r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax
+    // rip cs eflags rsp ...
+    let w: Vec<u64> = (0..20).map(reg).collect::<Option<_>>()?;
+    let regs = [
+        w[10], w[12], w[11], w[5], w[13], w[14], w[4], w[19], w[9], w[8], w[7], w[6], w[3], w[2], w[1], w[0], w[16],
+    ]
+    .map(Some);
+    Some(crate::ptrace::ThreadRegs { tid, regs: Ok(regs) })
 }
 
 fn word(b: &[u8], at: usize, size: usize, little: bool) -> Option<u64> {
@@ -142,6 +159,7 @@ fn parse_layout<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> object::Re
         ..Layout::default()
     };
     let little = layout.little;
+    let x86_64 = header.e_machine(endian) == object::elf::EM_X86_64 && layout.is_64 && little;
     for ph in header.program_headers(endian, data)? {
         match ph.p_type(endian) {
             PT_LOAD => layout.segments.push(CoreSegment {
@@ -174,9 +192,14 @@ fn parse_layout<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> object::Re
                                 layout.fname = Some(crate::elf::c_str(f));
                             }
                         }
-                        NT_PRSTATUS if layout.pid.is_none() => {
-                            let pid_at = if w == 8 { 32 } else { 24 };
-                            layout.pid = word(desc, pid_at, 4, little).map(|p| p as u32);
+                        NT_PRSTATUS => {
+                            if layout.pid.is_none() {
+                                let pid_at = if w == 8 { 32 } else { 24 };
+                                layout.pid = word(desc, pid_at, 4, little).map(|p| p as u32);
+                            }
+                            if x86_64 {
+                                layout.threads.extend(prstatus_regs(desc));
+                            }
                         }
                         _ => {}
                     }
@@ -412,6 +435,7 @@ impl CoreProcess {
             mem,
             world_rank: None,
             attachment: None,
+            core_threads: layout.threads,
             warnings,
         })
     }
@@ -448,6 +472,24 @@ fn check_same_file(mem: &CoreMemory, o: &MappedObject, warnings: &mut Vec<String
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn prstatus_registers_in_dwarf_order() {
+        // pr_pid at 32, pr_reg at 112: word i of user_regs_struct = 1000 + i.
+        let mut desc = vec![0u8; 336];
+        desc[32..36].copy_from_slice(&77i32.to_le_bytes());
+        for i in 0..27u64 {
+            let at = 112 + 8 * i as usize;
+            desc[at..at + 8].copy_from_slice(&(1000 + i).to_le_bytes());
+        }
+        let t = super::prstatus_regs(&desc).unwrap();
+        assert_eq!(t.tid, 77);
+        let regs = t.regs.unwrap();
+        // rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip
+        let want = [10, 12, 11, 5, 13, 14, 4, 19, 9, 8, 7, 6, 3, 2, 1, 0, 16].map(|i| Some(1000 + i));
+        assert_eq!(regs, want);
+        assert!(super::prstatus_regs(&desc[..200]).is_none());
+    }
+
     use super::*;
 
     fn nt_file(entries: &[(u64, u64, u64, &str)], page: u64, w: usize, little: bool) -> Vec<u8> {

@@ -132,7 +132,7 @@ pub struct Die {
 pub struct DebugInfo {
     path: PathBuf,
     data: &'static [u8],
-    dwarf: gimli::Dwarf<R>,
+    dwarf: Arc<gimli::Dwarf<R>>,
     is_sup: bool,
     sup: Option<Arc<DebugInfo>>,
     unit_starts: OnceLock<Vec<u64>>,
@@ -201,7 +201,7 @@ impl DebugInfo {
         Ok(DebugInfo {
             path: path.to_path_buf(),
             data,
-            dwarf,
+            dwarf: Arc::new(dwarf),
             is_sup,
             sup,
             unit_starts: OnceLock::new(),
@@ -219,6 +219,16 @@ impl DebugInfo {
     /// The file the DWARF was read from.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The bytes of the file the DWARF was read from.
+    pub(crate) fn data(&self) -> &'static [u8] {
+        self.data
+    }
+
+    /// The sections, shared with the symboliser (`crate::unwind`).
+    pub(crate) fn dwarf(&self) -> Arc<gimli::Dwarf<R>> {
+        Arc::clone(&self.dwarf)
     }
 
     /// The supplementary file, if any.

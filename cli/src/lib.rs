@@ -51,6 +51,9 @@ pub mod report;
 pub mod run;
 /// Releasing stopped processes on SIGINT/SIGTERM.
 pub mod signals;
+/// Call stacks: every thread's registers unwound through the objects' CFI
+/// (frame pointers where there is none), then symbolised.
+pub mod unwind;
 
 pub use crate::core::{CoreError, CoreProcess};
 pub use crate::live::{LiveError, LiveProcess};

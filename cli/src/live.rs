@@ -202,6 +202,7 @@ impl LiveProcess {
             mem,
             world_rank: None,
             attachment: None,
+            core_threads: Vec::new(),
             warnings,
         })
     }

@@ -6,7 +6,7 @@
 use mpiq::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 use crate::image::{Memory, ProcessImage};
-use crate::ptrace::{AttachError, AttachInfo, Attachment};
+use crate::ptrace::{AttachError, AttachInfo, Attachment, ThreadRegs};
 
 /// A process to dump.
 #[derive(Debug)]
@@ -17,6 +17,8 @@ pub struct Process<M: Memory> {
     pub(crate) mem: M,
     pub(crate) world_rank: Option<i32>,
     pub(crate) attachment: Option<Attachment>,
+    /// A core file's threads (`NT_PRSTATUS`).
+    pub(crate) core_threads: Vec<ThreadRegs>,
     pub(crate) warnings: Vec<String>,
 }
 
@@ -54,6 +56,15 @@ impl<M: Memory> Process<M> {
     /// What attaching found, for a stopped live process.
     pub fn attach_info(&self) -> Option<AttachInfo> {
         self.attachment.as_ref().map(Attachment::info)
+    }
+
+    /// The registers of every thread: read when a live process was stopped
+    /// (none when it is not stopped), or a core file's `NT_PRSTATUS` notes.
+    pub fn thread_regs(&self) -> &[ThreadRegs] {
+        match &self.attachment {
+            Some(a) => a.thread_regs(),
+            None => &self.core_threads,
+        }
     }
 
     /// Releases a stopped process now (dropping does it too).
@@ -152,6 +163,13 @@ impl<M: Memory> Target for Process<M> {
 
     fn world_rank(&mut self) -> Option<i32> {
         self.world_rank
+    }
+
+    /// Every thread's stack, unwound by the CLI (`cli/src/unwind/`): a
+    /// live process stopped for the dump, or a core file.
+    fn stacks(&mut self) -> Result<Option<Vec<mpiq::ThreadStack>>, TargetError> {
+        let stacks = crate::unwind::with_shared(|u| u.process_stacks(self));
+        Ok(Some(stacks.into_iter().map(crate::unwind::to_model).collect()))
     }
 
     /// A live process: its pid, its start time (a new process with the same

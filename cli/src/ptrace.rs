@@ -98,6 +98,16 @@ pub struct AttachInfo {
     pub was_stopped: bool,
 }
 
+/// The registers of one stopped thread, read right after attaching (for
+/// unwinding, [`crate::unwind`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadRegs {
+    /// The thread.
+    pub tid: i32,
+    /// `PTRACE_GETREGS`, or why it failed (the thread exited meanwhile).
+    pub regs: Result<crate::unwind::Regs, String>,
+}
+
 enum Cmd {
     Detach(Sender<Result<(), AttachError>>),
 }
@@ -116,6 +126,7 @@ pub struct Attachment {
     pid: i32,
     id: u64,
     info: AttachInfo,
+    regs: Vec<ThreadRegs>,
     tx: Option<Sender<Cmd>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -146,10 +157,11 @@ impl Attachment {
             registry().lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
         };
         match ready_rx.recv() {
-            Ok(Ok(info)) => Ok(Attachment {
+            Ok(Ok((info, regs))) => Ok(Attachment {
                 pid,
                 id,
                 info,
+                regs,
                 tx: Some(tx),
                 thread: Some(thread),
             }),
@@ -174,6 +186,11 @@ impl Attachment {
     /// What attaching found.
     pub fn info(&self) -> AttachInfo {
         self.info
+    }
+
+    /// The registers of every stopped thread, in thread id order.
+    pub fn thread_regs(&self) -> &[ThreadRegs] {
+        &self.regs
     }
 
     /// Lets the process go on (or back into its earlier stop).
@@ -243,11 +260,27 @@ struct Traced {
     gone: bool,
 }
 
-fn tracer_main(pid: i32, ready: Sender<Result<AttachInfo, AttachError>>, rx: Receiver<Cmd>) {
+/// What the tracer thread hands back once every thread is stopped.
+type Ready = Result<(AttachInfo, Vec<ThreadRegs>), AttachError>;
+
+fn tracer_main(pid: i32, ready: Sender<Ready>, rx: Receiver<Cmd>) {
     let mut traced = Vec::new();
     match attach_all(pid, &mut traced) {
         Ok(info) => {
-            if ready.send(Ok(info)).is_err() {
+            // Here: ptrace requests must come from the thread that seized.
+            let regs = traced
+                .iter()
+                .filter(|t| !t.gone)
+                .map(|t| ThreadRegs {
+                    tid: t.tid.as_raw(),
+                    regs: match ptrace::getregs(t.tid) {
+                        Ok(r) => Ok(crate::unwind::regs_from_user(&r)),
+                        Err(Errno::ESRCH) => Err("the thread exited while mpiq read it".to_string()),
+                        Err(e) => Err(format!("PTRACE_GETREGS failed: {e}")),
+                    },
+                })
+                .collect();
+            if ready.send(Ok((info, regs))).is_err() {
                 let _ = detach_all(pid, &traced);
                 return;
             }

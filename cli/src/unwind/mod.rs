@@ -1,0 +1,534 @@
+//! Call stacks of live processes (docs/design/stacks.md §1–2): the
+//! registers of every thread, read when [`crate::ptrace`] stops it, unwound
+//! through each object's CFI (`.eh_frame` / `.eh_frame_hdr` /
+//! `.debug_frame`, all x86_64 registers) with a frame-pointer fallback,
+//! then symbolised with addr2line on the CLI's DWARF and the symbol tables.
+//!
+//! An [`Unwinder`] lives for one run: each object's unwind sections and
+//! symboliser are built once and shared by every process that maps it.
+
+mod cfi;
+mod symbolize;
+mod vdso;
+mod walk;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::elf::ElfObject;
+use crate::image::{MappedObject, Memory};
+use crate::process::Process;
+
+use cfi::{Row, UnwindInfo};
+use symbolize::Symbolizer;
+
+/// x86_64 registers by DWARF number (0 rax … 7 rsp, 8–15 r8–r15, 16 the
+/// pc); `None` when not recoverable in that frame.
+pub type Regs = [Option<u64>; 17];
+
+/// Frames per stack unless `MPIQ_MAX_FRAMES` says otherwise.
+pub const DEFAULT_MAX_FRAMES: usize = 256;
+/// Time for all the threads of one process (the first use of an object's
+/// DWARF is part of it); threads left then get a note.
+const PROCESS_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
+/// The most `MPIQ_MAX_FRAMES` may ask for.
+const MAX_MAX_FRAMES: usize = 1 << 16;
+
+/// The registers of `PTRACE_GETREGS` in DWARF order.
+pub fn regs_from_user(r: &libc::user_regs_struct) -> Regs {
+    [
+        r.rax, r.rdx, r.rcx, r.rbx, r.rsi, r.rdi, r.rbp, r.rsp, r.r8, r.r9, r.r10, r.r11, r.r12, r.r13, r.r14, r.r15,
+        r.rip,
+    ]
+    .map(Some)
+}
+
+/// How a frame's registers were found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum How {
+    /// The thread's own registers (frame 0).
+    Registers,
+    /// The CFI of the callee.
+    Cfi,
+    /// The callee's frame pointer (it had no CFI).
+    FramePointer,
+}
+
+impl How {
+    /// The word used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            How::Registers => "registers",
+            How::Cfi => "cfi",
+            How::FramePointer => "frame_pointer",
+        }
+    }
+}
+
+/// One frame; inlined functions get a frame each (as gdb shows them), all
+/// with the same pc.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// The pc: a return address for callers, as gdb prints it.
+    pub pc: u64,
+    /// The function, demangled, if known.
+    pub function: Option<String>,
+    /// The object's path, if the pc is in one.
+    pub object: Option<String>,
+    /// The pc's link-time address in the object (`object+0xOFFSET`).
+    pub offset: Option<u64>,
+    /// The source file, when the object has DWARF.
+    pub file: Option<String>,
+    /// The source line (the call's line for callers).
+    pub line: Option<u32>,
+    /// An inlined function (its caller is the next frame, same pc).
+    pub inlined: bool,
+    /// How the frame's registers were found.
+    pub how: How,
+}
+
+/// The stack of one thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadStack {
+    /// The thread id (the main thread's is the pid).
+    pub tid: i32,
+    /// `/proc/PID/task/TID/comm`, if readable.
+    pub name: Option<String>,
+    /// Innermost first.
+    pub frames: Vec<Frame>,
+    /// Why the stack ends early (or was not read), if it did.
+    pub note: Option<String>,
+}
+
+struct ObjState {
+    /// Keeps the object alive while its address is the key.
+    _file: Arc<ElfObject>,
+    unwind: Option<UnwindInfo>,
+    symbolizer: Option<Symbolizer>,
+}
+
+/// Per-run state: each object's parsed CFI and symboliser.
+pub struct Unwinder {
+    objects: HashMap<usize, ObjState>,
+    ctx: Box<gimli::UnwindContext<usize>>,
+    max_frames: usize,
+    /// Objects whose unwind information could not be read, and why.
+    pub warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for Unwinder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Unwinder")
+            .field("objects", &self.objects.len())
+            .field("max_frames", &self.max_frames)
+            .finish()
+    }
+}
+
+impl Default for Unwinder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The unwinder of this run that the bridge's `--stacks` uses (through
+/// [`mpiq::Target::stacks`]): every rank of a job shares its parsed unwind
+/// information and symbols.
+pub fn with_shared<R>(f: impl FnOnce(&mut Unwinder) -> R) -> R {
+    static SHARED: std::sync::Mutex<Option<Unwinder>> = std::sync::Mutex::new(None);
+    let mut guard = SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    f(guard.get_or_insert_with(Unwinder::new))
+}
+
+/// One thread's stack in the bridge's model.
+pub fn to_model(t: ThreadStack) -> mpiq::ThreadStack {
+    mpiq::ThreadStack {
+        tid: u64::try_from(t.tid).unwrap_or_default(),
+        name: t.name,
+        frames: t
+            .frames
+            .into_iter()
+            .map(|f| mpiq::Frame {
+                pc: format!("{:#x}", f.pc),
+                function: f.function,
+                object: f.object,
+                file: f.file,
+                line: f.line,
+                inlined: f.inlined,
+            })
+            .collect(),
+        note: t.note,
+    }
+}
+
+/// `MPIQ_MAX_FRAMES` if set to a number in 1..=65536, else the default.
+pub fn max_frames_from_env() -> usize {
+    std::env::var("MPIQ_MAX_FRAMES")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| (1..=MAX_MAX_FRAMES).contains(n))
+        .unwrap_or(DEFAULT_MAX_FRAMES)
+}
+
+fn key(file: &Arc<ElfObject>) -> usize {
+    Arc::as_ptr(file) as usize
+}
+
+impl Unwinder {
+    /// A fresh unwinder (frame limit from `MPIQ_MAX_FRAMES`).
+    pub fn new() -> Unwinder {
+        Self::with_max_frames(max_frames_from_env())
+    }
+
+    /// A fresh unwinder with this frame limit.
+    pub fn with_max_frames(max_frames: usize) -> Unwinder {
+        Unwinder {
+            objects: HashMap::new(),
+            ctx: Box::new(gimli::UnwindContext::new()),
+            max_frames: max_frames.max(1),
+            warnings: Vec::new(),
+        }
+    }
+
+    fn state(&mut self, objects: &[MappedObject], index: usize) -> Option<&mut ObjState> {
+        let file = &objects.get(index)?.file;
+        let warnings = &mut self.warnings;
+        Some(self.objects.entry(key(file)).or_insert_with(|| {
+            let unwind = UnwindInfo::load(file).unwrap_or_else(|e| {
+                warnings.push(e);
+                None
+            });
+            ObjState {
+                _file: Arc::clone(file),
+                unwind,
+                symbolizer: None,
+            }
+        }))
+    }
+
+    fn symbolize(&mut self, objects: &[MappedObject], raw: &walk::RawFrame) -> Vec<Frame> {
+        let plain = |function: Option<String>| Frame {
+            pc: raw.pc,
+            function,
+            object: None,
+            offset: None,
+            file: None,
+            line: None,
+            inlined: false,
+            how: raw.how,
+        };
+        let Some(index) = raw.object else {
+            return vec![plain(None)];
+        };
+        let Some(obj) = objects.get(index) else {
+            return vec![plain(None)];
+        };
+        let (name, bias) = (obj.name.clone(), obj.bias);
+        let Some(state) = self.state(objects, index) else {
+            return vec![plain(None)];
+        };
+        let file = Arc::clone(&state._file);
+        let sym = state.symbolizer.get_or_insert_with(|| Symbolizer::new(&file));
+        let found = sym.lookup(raw.probe.wrapping_sub(bias));
+        let base = Frame {
+            object: Some(name),
+            offset: Some(raw.pc.wrapping_sub(bias)),
+            ..plain(None)
+        };
+        if found.is_empty() {
+            return vec![base];
+        }
+        let last = found.len() - 1;
+        found
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| Frame {
+                function: f.function,
+                file: f.file,
+                line: f.line,
+                inlined: i < last,
+                ..base.clone()
+            })
+            .collect()
+    }
+
+    /// The stack of one thread from its registers; `objects` are the
+    /// process's mapped objects (its image's, plus the vdso).
+    pub fn thread_stack(&mut self, objects: &[MappedObject], mem: &dyn Memory, tid: i32, regs: &Regs) -> ThreadStack {
+        let ranges = walk::code_ranges(objects);
+        let max = self.max_frames;
+        let (raw, note) = walk::walk(self, objects, &ranges, mem, *regs, max);
+        let mut frames = Vec::with_capacity(raw.len());
+        for r in &raw {
+            frames.extend(self.symbolize(objects, r));
+        }
+        ThreadStack {
+            tid,
+            name: None,
+            frames,
+            note,
+        }
+    }
+
+    /// The stacks of every thread of a stopped live process or a core file,
+    /// in thread id order. A live process that is not stopped has none.
+    pub fn process_stacks<M: Memory>(&mut self, p: &Process<M>) -> Vec<ThreadStack> {
+        let mut regs = p.thread_regs().to_vec();
+        regs.sort_by_key(|t| t.tid);
+        let mut objects = p.image().objects().to_vec();
+        if let (Some(pid), Some(_)) = (p.pid(), p.attach_info()) {
+            objects.extend(vdso::live_vdso(pid as i32, p.memory()));
+        }
+        let deadline = std::time::Instant::now() + PROCESS_BUDGET;
+        regs.iter()
+            .map(|t| {
+                let late = if crate::signals::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+                    Some("not read: interrupted")
+                } else if std::time::Instant::now() > deadline {
+                    Some("not read: time budget of the process spent")
+                } else {
+                    None
+                };
+                let mut stack = match (&t.regs, late) {
+                    (_, Some(why)) => ThreadStack {
+                        tid: t.tid,
+                        name: None,
+                        frames: Vec::new(),
+                        note: Some(why.to_string()),
+                    },
+                    (Ok(r), None) => self.thread_stack(&objects, p.memory(), t.tid, r),
+                    (Err(e), None) => ThreadStack {
+                        tid: t.tid,
+                        name: None,
+                        frames: Vec::new(),
+                        note: Some(e.clone()),
+                    },
+                };
+                if let (Some(pid), Some(_)) = (p.pid(), p.attach_info()) {
+                    stack.name = std::fs::read_to_string(format!("/proc/{pid}/task/{}/comm", t.tid))
+                        .ok()
+                        .map(|s| s.trim_end().to_string());
+                }
+                stack
+            })
+            .collect()
+    }
+}
+
+impl walk::Rows for Unwinder {
+    fn unwind_info(&mut self, objects: &[MappedObject], index: usize) -> Option<&UnwindInfo> {
+        self.state(objects, index)?.unwind.as_ref()
+    }
+
+    fn row(&mut self, objects: &[MappedObject], index: usize, svma: u64) -> Result<Option<Row>, String> {
+        let file = &objects.get(index).ok_or("no such object")?.file;
+        self.state(objects, index);
+        let Some(info) = self.objects.get(&key(file)).and_then(|s| s.unwind.as_ref()) else {
+            return Ok(None);
+        };
+        info.row(&mut self.ctx, svma)
+    }
+}
+
+/// One frame as gdb's `bt` prints it:
+/// `#N 0xPC in FUNCTION (FILE:LINE) from OBJECT`.
+pub fn frame_line(n: usize, f: &Frame) -> String {
+    let function = match (&f.function, &f.object, f.offset) {
+        (Some(name), ..) => name.clone(),
+        (None, Some(obj), Some(off)) => format!("{}+{off:#x}", base_name(obj)),
+        _ => "??".to_string(),
+    };
+    let mut line = format!("#{n:<2} {:#018x} in {function}", f.pc);
+    if let Some(file) = &f.file {
+        match f.line {
+            Some(l) => line.push_str(&format!(" ({file}:{l})")),
+            None => line.push_str(&format!(" ({file})")),
+        }
+    }
+    if f.inlined {
+        line.push_str(" [inlined]");
+    }
+    if let Some(obj) = &f.object {
+        line.push_str(&format!(" from {obj}"));
+    }
+    line
+}
+
+fn base_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The stacks of one process as text, one block per thread.
+pub fn render_text(pid: i32, stacks: &[ThreadStack]) -> String {
+    let mut out = String::new();
+    for t in stacks {
+        let name = t.name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
+        out.push_str(&format!("Thread {} (process {pid}){name}:\n", t.tid));
+        for (n, f) in t.frames.iter().enumerate() {
+            out.push_str(&frame_line(n, f));
+            out.push('\n');
+        }
+        if let Some(note) = &t.note {
+            out.push_str(&format!("   ({note})\n"));
+        }
+    }
+    out
+}
+
+/// The stacks of one process as JSON.
+pub fn to_json(pid: i32, stacks: &[ThreadStack]) -> serde_json::Value {
+    let threads: Vec<serde_json::Value> = stacks
+        .iter()
+        .map(|t| {
+            let frames: Vec<serde_json::Value> = t
+                .frames
+                .iter()
+                .map(|f| {
+                    serde_json::json!({
+                        "pc": format!("{:#x}", f.pc),
+                        "function": f.function,
+                        "object": f.object,
+                        "offset": f.offset.map(|o| format!("{o:#x}")),
+                        "file": f.file,
+                        "line": f.line,
+                        "inlined": f.inlined,
+                        "how": f.how.as_str(),
+                    })
+                })
+                .collect();
+            serde_json::json!({ "tid": t.tid, "name": t.name, "frames": frames, "note": t.note })
+        })
+        .collect();
+    serde_json::json!({ "pid": pid, "threads": threads })
+}
+
+/// The output of `mpiq stacks`: text blocks, or one JSON array.
+#[derive(Debug)]
+pub struct Output {
+    json: bool,
+    text: String,
+    docs: Vec<serde_json::Value>,
+}
+
+impl Output {
+    /// Empty output, as JSON or text.
+    pub fn new(json: bool) -> Output {
+        Output {
+            json,
+            text: String::new(),
+            docs: Vec::new(),
+        }
+    }
+
+    /// Adds one process.
+    pub fn add(&mut self, pid: i32, stacks: &[ThreadStack]) {
+        if self.json {
+            self.docs.push(to_json(pid, stacks));
+        } else {
+            if !self.text.is_empty() {
+                self.text.push('\n');
+            }
+            self.text.push_str(&render_text(pid, stacks));
+        }
+    }
+
+    /// What to print.
+    pub fn finish(self) -> String {
+        if !self.json {
+            return self.text;
+        }
+        let mut s = serde_json::to_string_pretty(&serde_json::Value::Array(self.docs)).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LiveProcess;
+
+    /// Garbage registers against this very process (its memory and
+    /// objects): every walk ends, within the frame limit, and a stack that
+    /// ends early says why.
+    #[test]
+    fn garbage_registers_end_with_a_note() {
+        let me = LiveProcess::open(std::process::id() as i32).unwrap();
+        let mut u = Unwinder::with_max_frames(64);
+        let local = 0u64;
+        let sp = std::ptr::addr_of!(local) as u64;
+        let code = garbage_registers_end_with_a_note as *const () as usize as u64;
+        let mut regs: Regs = [Some(0); 17];
+        regs[cfi::RSP] = Some(sp);
+
+        regs[cfi::RIP] = Some(0);
+        let s = u.thread_stack(me.image().objects(), me.memory(), 1, &regs);
+        assert!(s.frames.is_empty());
+        assert_eq!(s.note.as_deref(), Some("the pc is 0"));
+
+        regs[cfi::RIP] = Some(0x10);
+        let s = u.thread_stack(me.image().objects(), me.memory(), 1, &regs);
+        assert_eq!(s.frames.len(), 1, "{s:?}");
+        assert!(s.note.as_deref().unwrap().contains("not in mapped code"), "{s:?}");
+
+        // A simple xorshift: pcs in and near our code, stack pointers on and
+        // off the stack, frame pointers anywhere.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..300 {
+            for r in regs.iter_mut() {
+                *r = Some(next());
+            }
+            regs[cfi::RIP] = Some(code.wrapping_add(next() % 4096));
+            regs[cfi::RSP] = Some(match next() % 3 {
+                0 => sp.wrapping_add(next() % 4096),
+                1 => sp.wrapping_sub(next() % 256),
+                _ => next(),
+            });
+            regs[6] = Some(if next() % 2 == 0 {
+                sp.wrapping_add(next() % 512)
+            } else {
+                next()
+            });
+            let s = u.thread_stack(me.image().objects(), me.memory(), 1, &regs);
+            let real = s.frames.iter().filter(|f| !f.inlined).count();
+            assert!(real <= 64, "{s:?}");
+            if real == 64 {
+                assert!(s.note.is_some(), "{s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn frame_lines_look_like_bt() {
+        let f = Frame {
+            pc: 0x1234,
+            function: None,
+            object: Some("/usr/lib/libmpi.so.40".into()),
+            offset: Some(0x5d4c2),
+            file: None,
+            line: None,
+            inlined: false,
+            how: How::Cfi,
+        };
+        assert_eq!(
+            frame_line(3, &f),
+            "#3  0x0000000000001234 in libmpi.so.40+0x5d4c2 from /usr/lib/libmpi.so.40"
+        );
+        let g = Frame {
+            function: Some("main".into()),
+            file: Some("ring.c".into()),
+            line: Some(12),
+            ..f
+        };
+        assert_eq!(
+            frame_line(4, &g),
+            "#4  0x0000000000001234 in main (ring.c:12) from /usr/lib/libmpi.so.40"
+        );
+    }
+}

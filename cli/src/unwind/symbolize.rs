@@ -1,0 +1,126 @@
+//! Names for pcs (docs/design/stacks.md §2): addr2line on the DWARF the CLI
+//! already loads (function, inlined callers, file and line), else the
+//! symbol tables (`.symtab`, `.dynsym`, the separate debug file's
+//! `.symtab`), accepted only inside the symbol's size, so a stripped
+//! library's static functions show as `lib+0xOFFSET`, never as the
+//! exported name before them.
+
+use std::borrow::Cow;
+
+use object::{Object, ObjectSymbol, SymbolKind};
+
+use crate::dwarf::R;
+use crate::elf::ElfObject;
+
+/// What is known of one pc: one entry per function, the innermost inlined
+/// one first, the function the pc is really in last.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SymFrame {
+    pub(crate) function: Option<String>,
+    pub(crate) file: Option<String>,
+    pub(crate) line: Option<u32>,
+}
+
+/// The symbolisation data of one object, built once per run.
+pub(crate) struct Symbolizer {
+    ctx: Option<addr2line::Context<R>>,
+    /// Function symbols: (address, size, name), sorted by address, one per
+    /// address.
+    syms: Vec<(u64, u64, Box<str>)>,
+}
+
+impl std::fmt::Debug for Symbolizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Symbolizer")
+            .field("dwarf", &self.ctx.is_some())
+            .field("symbols", &self.syms.len())
+            .finish()
+    }
+}
+
+fn function_symbols(data: &'static [u8], out: &mut Vec<(u64, u64, bool, Box<str>)>) {
+    let Ok(file) = object::File::parse(data) else {
+        return;
+    };
+    for sym in file.symbols().chain(file.dynamic_symbols()) {
+        if sym.kind() != SymbolKind::Text || sym.address() == 0 || !sym.is_definition() {
+            continue;
+        }
+        if let Ok(name) = sym.name() {
+            if !name.is_empty() {
+                out.push((sym.address(), sym.size(), sym.is_global(), name.into()));
+            }
+        }
+    }
+}
+
+impl Symbolizer {
+    /// Reads what `obj` offers; never fails (an object without anything
+    /// gives `object+0xOFFSET` frames).
+    pub(crate) fn new(obj: &ElfObject) -> Symbolizer {
+        let debug = obj.debug_info().ok().flatten();
+        let ctx = debug
+            .as_ref()
+            .and_then(|d| addr2line::Context::from_arc_dwarf(d.dwarf()).ok());
+        let mut all = Vec::new();
+        function_symbols(obj.data(), &mut all);
+        if let Some(d) = &debug {
+            function_symbols(d.data(), &mut all);
+        }
+        // For aliases at one address prefer a global name, then not the
+        // profiling `PMPI_` spelling, then the shorter one.
+        all.sort_by(|a, b| {
+            (a.0, !a.2, a.3.starts_with("PMPI_"), a.3.len(), &a.3).cmp(&(
+                b.0,
+                !b.2,
+                b.3.starts_with("PMPI_"),
+                b.3.len(),
+                &b.3,
+            ))
+        });
+        all.dedup_by_key(|s| s.0);
+        let syms = all.into_iter().map(|(a, s, _, n)| (a, s, n)).collect();
+        Symbolizer { ctx, syms }
+    }
+
+    /// The functions at link-time address `svma`, innermost first; empty
+    /// when nothing is known.
+    pub(crate) fn lookup(&self, svma: u64) -> Vec<SymFrame> {
+        let mut out = Vec::new();
+        if let Some(ctx) = &self.ctx {
+            if let Ok(mut it) = ctx.find_frames(svma).skip_all_loads() {
+                // Bounded: a corrupt inlining tree cannot make this loop.
+                for _ in 0..64 {
+                    let Ok(Some(f)) = it.next() else { break };
+                    out.push(SymFrame {
+                        function: f.function.as_ref().and_then(|n| n.demangle().ok()).map(Cow::into_owned),
+                        file: f.location.as_ref().and_then(|l| l.file).map(str::to_owned),
+                        line: f.location.as_ref().and_then(|l| l.line),
+                    });
+                }
+            }
+        }
+        // The outermost function from the symbol table when DWARF has no
+        // name for it (assembly, objects without DWARF).
+        if out.last().is_none_or(|f| f.function.is_none()) {
+            if let Some(name) = self.symbol(svma) {
+                match out.last_mut() {
+                    Some(f) => f.function = Some(name),
+                    None => out.push(SymFrame {
+                        function: Some(name),
+                        ..SymFrame::default()
+                    }),
+                }
+            }
+        }
+        out
+    }
+
+    /// The function symbol that holds `svma`, demangled.
+    fn symbol(&self, svma: u64) -> Option<String> {
+        let i = self.syms.partition_point(|s| s.0 <= svma).checked_sub(1)?;
+        let (addr, size, name) = self.syms.get(i)?;
+        (svma < addr.saturating_add((*size).max(1)))
+            .then(|| addr2line::demangle_auto(Cow::Borrowed(&**name), None).into_owned())
+    }
+}
