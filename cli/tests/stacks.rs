@@ -6,9 +6,8 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{assert_running, state, tools_present, Running};
@@ -50,16 +49,7 @@ fn build(opt: &str, strip_eh_frame: bool) -> Exe {
 /// Starts the fixture; returns once it printed `ready` and both threads
 /// sleep (the main thread in pause(), the other in read()).
 fn start(exe: &Path) -> Running {
-    let mut child = Command::new(exe)
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("ready"), "fixture said {line:?}");
+    let child = common::spawn_ready(exe);
     let pid = child.id();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -84,6 +74,21 @@ fn start(exe: &Path) -> Running {
 
 /// A frame: function name and, when printed, the source line.
 type Named = (String, Option<u32>);
+
+/// The frames of a thread of `mpiq stacks --json`, as [`Named`].
+fn named_frames(t: &serde_json::Value) -> Vec<Named> {
+    t["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["function"].as_str().unwrap_or("??").to_string(),
+                f["line"].as_u64().map(|l| l as u32),
+            )
+        })
+        .collect()
+}
 
 /// gdb's `thread apply all bt`: tid -> frames.
 fn gdb_stacks(pid: i32) -> HashMap<i32, Vec<Named>> {
@@ -143,17 +148,7 @@ fn mpiq_stacks(pid: i32, env: &[(&str, &str)]) -> Stacks {
     let mut notes = HashMap::new();
     for t in doc[0]["threads"].as_array().expect("threads") {
         let tid = t["tid"].as_i64().unwrap() as i32;
-        let names = t["frames"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| {
-                (
-                    f["function"].as_str().unwrap_or("??").to_string(),
-                    f["line"].as_u64().map(|l| l as u32),
-                )
-            })
-            .collect();
+        let names = named_frames(t);
         frames.insert(tid, names);
         notes.insert(tid, t["note"].as_str().map(str::to_string));
     }
@@ -341,17 +336,7 @@ fn core_file_stacks_equal_the_live_ones() {
     let mut from_core = HashMap::new();
     for t in doc[0]["threads"].as_array().unwrap() {
         assert_eq!(t["note"], serde_json::Value::Null, "{r}");
-        let frames: Vec<Named> = t["frames"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| {
-                (
-                    f["function"].as_str().unwrap_or("??").to_string(),
-                    f["line"].as_u64().map(|l| l as u32),
-                )
-            })
-            .collect();
+        let frames: Vec<Named> = named_frames(t);
         from_core.insert(t["tid"].as_i64().unwrap() as i32, frames);
     }
     assert_eq!(from_core, live, "core:\n{}\nlive:\n{live_json}", r.stdout);
@@ -422,16 +407,9 @@ fn threads_stopped_in_the_vdso_unwind_to_main() {
         .arg(&spin)
         .arg(&src));
     assert!(r.success, "{r}");
-    let mut child = Command::new(&spin)
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let fx = Running { child };
+    let fx = Running {
+        child: common::spawn_ready(&spin),
+    };
     let pid = fx.pid();
     // Stopped wherever the loop is: in the vdso most of the time.
     let mut in_vdso = 0;

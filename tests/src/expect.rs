@@ -367,3 +367,21 @@ pub fn check_process(p: &Value, exp: &Expected, mpi: Mpi) -> Result<(), String> 
         Err(errs.join("\n"))
     }
 }
+
+/// The function names of thread `tid`'s frames in a snapshot's first
+/// process (`--stacks`), innermost first; panics naming what is missing.
+pub fn thread_functions(snapshot: &Value, tid: u32) -> Vec<String> {
+    let threads = snapshot["processes"][0]["stacks"]["threads"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no stacks in the snapshot: {snapshot:#}"));
+    let thread = threads
+        .iter()
+        .find(|t| t["tid"] == tid)
+        .unwrap_or_else(|| panic!("no thread {tid}: {snapshot:#}"));
+    thread["frames"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["function"].as_str().map(str::to_string))
+        .collect()
+}

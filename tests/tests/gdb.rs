@@ -15,7 +15,7 @@ use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use mpiq_tests::expect::{check_process, expected};
+use mpiq_tests::expect::{check_process, expected, thread_functions};
 use mpiq_tests::fixtures::{endless_reader_at, WorkDir};
 use mpiq_tests::frontends::{gdb_command_on, libmpiq, mpiq_py, workspace_root};
 use mpiq_tests::job::SCRUBBED_ENV_PREFIXES;
@@ -379,22 +379,8 @@ fn stacks_from_gdb(mpi: Mpi) {
     let run = attach(pid, &["info mpi-queues --json --stacks", "thread"]);
     assert!(run.success, "{run}");
     let v = run.json().unwrap_or_else(|e| panic!("{e}"));
-    let threads = v["processes"][0]["stacks"]["threads"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert!(!threads.is_empty(), "no threads:\n{run}");
-    let main = threads
-        .iter()
-        .find(|t| t["tid"] == pid)
-        .unwrap_or_else(|| panic!("no thread {pid}:\n{run}"));
-    let functions: Vec<&str> = main["frames"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f["function"].as_str())
-        .collect();
-    assert_eq!(functions.last(), Some(&"main"), "{functions:?}");
+    let functions = thread_functions(&v, pid);
+    assert_eq!(functions.last().map(String::as_str), Some("main"), "{functions:?}");
     assert!(functions.iter().any(|f| f.contains("pause")), "{functions:?}");
     assert!(
         run.stdout.contains(&format!("(LWP {pid})")),

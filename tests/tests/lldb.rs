@@ -11,7 +11,7 @@
 use std::fs;
 use std::time::Duration;
 
-use mpiq_tests::expect::{check_process, expected};
+use mpiq_tests::expect::{check_process, expected, thread_functions};
 use mpiq_tests::frontends::{lldb_command_on, lldb_command_sourcing, lldb_plugin, run_lldb};
 use mpiq_tests::run::{run, Run};
 use mpiq_tests::{gdb, Example, Job, Mpi};
@@ -388,21 +388,8 @@ fn stacks_from_lldb(mpi: Mpi) {
     let run = lldb(&["-p", &pid.to_string()], &["mpi queues --json --stacks"]);
     assert!(run.success, "{run}");
     let v = run.lldb_json_of("mpi queues --json --stacks");
-    let threads = v["processes"][0]["stacks"]["threads"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let main = threads
-        .iter()
-        .find(|t| t["tid"] == pid)
-        .unwrap_or_else(|| panic!("no thread {pid}:\n{run}"));
-    let functions: Vec<&str> = main["frames"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f["function"].as_str())
-        .collect();
-    assert!(functions.contains(&"main"), "{functions:?}");
+    let functions = thread_functions(&v, pid);
+    assert!(functions.iter().any(|f| f == "main"), "{functions:?}");
     assert!(functions.iter().any(|f| f.contains("pause")), "{functions:?}");
 }
 

@@ -169,7 +169,14 @@ impl Drop for Running {
 
 /// Starts the fixture and waits until it printed `ready`.
 pub fn start(b: &Built) -> Running {
-    let mut child = Command::new(&b.exe)
+    Running {
+        child: spawn_ready(&b.exe),
+    }
+}
+
+/// Starts `exe` and waits until it printed `ready` on its first line.
+pub fn spawn_ready(exe: &std::path::Path) -> std::process::Child {
+    let mut child = Command::new(exe)
         .stdout(Stdio::piped())
         .stdin(Stdio::null())
         .spawn()
@@ -179,7 +186,7 @@ pub fn start(b: &Built) -> Running {
         .read_line(&mut line)
         .unwrap();
     assert!(line.starts_with("ready"), "fixture said {line:?}");
-    Running { child }
+    child
 }
 
 /// A question asked of both mpiq and gdb.
