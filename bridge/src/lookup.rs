@@ -196,18 +196,14 @@ pub const LOOKUP_OPTIONS: &[OptionSpec<Lookup>] = &[
         "the process: pid, executable, world rank",
         |_| { Ok(Question::Process) }
     ),
-    OptionSpec {
-        name: "json",
-        aliases: &[],
-        value: None,
-        help: "print the answers as one JSON object, by kind, then name",
-        repeatable: false,
-        handler: Handler::Bridge,
-        apply: |l, _| {
+    OptionSpec::switch(
+        "json",
+        "print the answers as one JSON object, by kind, then name",
+        |l, _| {
             l.json = true;
             Ok(())
         },
-    },
+    ),
     OptionSpec {
         name: TARGETS_NAME,
         aliases: TARGETS_ALIASES,

@@ -147,127 +147,125 @@ pub const TARGETS_NAME: &str = "targets";
 pub const TARGETS_ALIASES: &[&str] = &["inferiors", "target"];
 /// `--targets`' value name.
 pub const TARGETS_VALUE: &str = "T";
+impl<T> OptionSpec<T> {
+    /// A flag the bridge acts on (no alias, no value, once).
+    pub const fn switch(
+        name: &'static str,
+        help: &'static str,
+        apply: fn(&mut T, &str) -> Result<(), UsageError>,
+    ) -> Self {
+        OptionSpec {
+            name,
+            aliases: &[],
+            value: None,
+            help,
+            repeatable: false,
+            handler: Handler::Bridge,
+            apply,
+        }
+    }
+
+    /// An option with a value (named `value` in help texts) the bridge acts on.
+    pub const fn valued(
+        name: &'static str,
+        value: &'static str,
+        help: &'static str,
+        apply: fn(&mut T, &str) -> Result<(), UsageError>,
+    ) -> Self {
+        OptionSpec {
+            value: Some(value),
+            ..Self::switch(name, help, apply)
+        }
+    }
+
+    /// The same option, allowed more than once.
+    pub const fn repeatable(self) -> Self {
+        OptionSpec {
+            repeatable: true,
+            ..self
+        }
+    }
+}
+
 /// `--targets`' help line.
 pub const TARGETS_HELP: &str = "read these targets (gdb's inferiors, lldb's targets): all, or the numbers \
      `info inferiors` or `target list` shows, as N,M or N-M; default: the current one";
 
 /// The dump options, in the order the help lists them.
 pub const DUMP_OPTIONS: &[OptionSpec<DumpOptions>] = &[
-    OptionSpec {
-        name: "json",
-        aliases: &[],
-        value: None,
-        help: "print the snapshot as JSON (schema mpiq.snapshot/1)",
-        repeatable: false,
-        handler: Handler::Bridge,
-        apply: |o, _| {
-            o.format = Format::Json;
-            Ok(())
-        },
-    },
-    OptionSpec {
-        name: "all",
-        aliases: &[],
-        value: None,
-        help: "also list communicators with nothing pending",
-        repeatable: false,
-        handler: Handler::Bridge,
-        apply: |o, _| {
-            o.all = true;
-            Ok(())
-        },
-    },
-    OptionSpec {
-        name: "comm",
-        aliases: &[],
-        value: Some("NAME|ID"),
-        help: "only the communicator with this name or id",
-        repeatable: false,
-        handler: Handler::Bridge,
-        apply: |o, v| {
+    OptionSpec::switch("json", "print the snapshot as JSON (schema mpiq.snapshot/1)", |o, _| {
+        o.format = Format::Json;
+        Ok(())
+    }),
+    OptionSpec::switch("all", "also list communicators with nothing pending", |o, _| {
+        o.all = true;
+        Ok(())
+    }),
+    OptionSpec::valued(
+        "comm",
+        "NAME|ID",
+        "only the communicator with this name or id",
+        |o, v| {
             o.comm = Some(v.to_string());
             Ok(())
         },
-    },
-    OptionSpec {
-        name: "queue",
-        aliases: &[],
-        value: Some("Q"),
-        help: "only queue Q: sends, receives or unexpected, or several comma-separated",
-        repeatable: true,
-        handler: Handler::Bridge,
-        apply: apply_queue,
-    },
-    OptionSpec {
-        name: "dll",
-        aliases: &[],
-        value: Some("FILE"),
-        help: "use this debug library instead of the one the target names",
-        repeatable: false,
-        handler: Handler::Bridge,
-        apply: |o, v| {
+    ),
+    OptionSpec::valued(
+        "queue",
+        "Q",
+        "only queue Q: sends, receives or unexpected, or several comma-separated",
+        apply_queue,
+    )
+    .repeatable(),
+    OptionSpec::valued(
+        "dll",
+        "FILE",
+        "use this debug library instead of the one the target names",
+        |o, v| {
             o.dll = Some(PathBuf::from(v));
             Ok(())
         },
-    },
-    OptionSpec {
-        name: "stats",
-        aliases: &[],
-        value: None,
-        help: "add counters (library reads, host reads, time) per process",
-        repeatable: false,
-        handler: Handler::Bridge,
-        apply: |o, _| {
+    ),
+    OptionSpec::switch(
+        "stats",
+        "add counters (library reads, host reads, time) per process",
+        |o, _| {
             o.stats = true;
             Ok(())
         },
-    },
-    OptionSpec {
-        name: "stacks",
-        aliases: &[],
-        value: None,
-        help: "add every thread's call stack per process, and where it is in MPI",
-        repeatable: false,
-        handler: Handler::Bridge,
-        apply: |o, _| {
+    ),
+    OptionSpec::switch(
+        "stacks",
+        "add every thread's call stack per process, and where it is in MPI",
+        |o, _| {
             o.stacks = true;
             Ok(())
         },
-    },
-    OptionSpec {
-        name: "record",
-        aliases: &[],
-        value: Some("FILE"),
-        help: "save everything the debug library read, for `mpiq replay FILE` (of a job: its last sample)",
-        repeatable: false,
-        handler: Handler::Bridge,
-        apply: |o, v| {
+    ),
+    OptionSpec::valued(
+        "record",
+        "FILE",
+        "save everything the debug library read, for `mpiq replay FILE` (of a job: its last sample)",
+        |o, v| {
             o.record = Some(PathBuf::from(v));
             Ok(())
         },
-    },
-    OptionSpec {
-        name: "in-process",
-        aliases: &[],
-        value: None,
-        help: "run the debug library inside this process (default: in the helper mpiq-dllhost, so that \
+    ),
+    OptionSpec::switch(
+        "in-process",
+        "run the debug library inside this process (default: in the helper mpiq-dllhost, so that \
                a crash cannot take this one down)",
-        repeatable: false,
-        handler: Handler::Bridge,
-        apply: |o, _| {
+        |o, _| {
             o.in_process = true;
             Ok(())
         },
-    },
-    OptionSpec {
-        name: "timeout",
-        aliases: &[],
-        value: Some("SECS"),
-        help: "give up on a process when the debug library is silent this long (default 10)",
-        repeatable: false,
-        handler: Handler::Bridge,
-        apply: apply_timeout,
-    },
+    ),
+    OptionSpec::valued(
+        "timeout",
+        "SECS",
+        "give up on a process when the debug library is silent this long (default 10)",
+        apply_timeout,
+    ),
     OptionSpec {
         name: TARGETS_NAME,
         aliases: TARGETS_ALIASES,
