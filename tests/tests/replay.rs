@@ -170,7 +170,7 @@ fn replayed_and_golden(mpi: Mpi, example: Example) -> (Value, Value) {
 /// executable path and counters.
 fn as_if_built_elsewhere(mut v: Value) -> Value {
     for p in v["processes"].as_array_mut().into_iter().flatten() {
-        p["executable"] = Value::from("/home/someone/elsewhere/ring");
+        p["executable"] = Value::from("/nonexistent/elsewhere/ring");
         p["stats"] = serde_json::json!({ "fetch_calls": 1 });
         // The library's path is the replaying machine's own test bed, which
         // `portable` finds through `Mpi::testbed_root()` wherever it is
@@ -178,9 +178,10 @@ fn as_if_built_elsewhere(mut v: Value) -> Value {
         let dll = &mut p["dll"];
         let version = dll["version"].as_str().unwrap_or_default().to_string();
         let moved = mpiq_tests::golden::portable_text(&version)
-            .replace("<date>", "Feb  3 2031")
-            .replace("<time>", "04:05:06")
-            .replace("<user>@<host>", "builder@ci-runner-42");
+            // No test bed was built on 1 Jan 1970: surely another day.
+            .replace("<date>", "Jan  1 1970")
+            .replace("<time>", "00:00:00")
+            .replace("<user>@<host>", "builder@build-host.invalid");
         dll["version"] = Value::from(moved);
     }
     v
