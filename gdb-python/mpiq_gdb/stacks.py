@@ -8,20 +8,26 @@ import gdb
 MAX_FRAMES = 256
 
 
+def _object(frame, pc):
+    """The path of the object holding `pc`: a shared library, else the
+    objfile of the frame's function (the executable), else None (gdb 13's
+    Python has no lookup of an objfile by address)."""
+    name = gdb.solib_name(pc)
+    if name:
+        return name
+    function = frame.function()
+    if function is not None and function.symtab is not None:
+        return function.symtab.objfile.filename
+    return None
+
+
 def _frame(frame):
     pc = frame.pc()
     out = {"pc": f"{pc:#x}"}
     name = frame.name()
     if name:
         out["function"] = name
-    try:
-        objfile = gdb.solib_name(pc) or (frame.function() and frame.function().symtab.objfile.filename)
-    except gdb.error:
-        objfile = None
-    if not objfile:
-        progspace = gdb.current_progspace()
-        block_objfile = progspace.objfile_for_address(pc) if hasattr(progspace, "objfile_for_address") else None
-        objfile = block_objfile.filename if block_objfile else None
+    objfile = _object(frame, pc)
     if objfile:
         out["object"] = objfile
     sal = frame.find_sal()
@@ -35,43 +41,32 @@ def _frame(frame):
 
 
 def _thread(thread):
-    """One thread's stack (the thread becomes the selected one)."""
+    """One thread's stack (the thread becomes the selected one), walked
+    once: its last frame says why gdb's unwinding ended, if abnormally."""
     thread.switch()
     frames, note = [], None
-    frame = gdb.newest_frame()
+    frame = last = gdb.newest_frame()
     while frame is not None:
         if len(frames) == MAX_FRAMES:
             note = f"stopped after {MAX_FRAMES} frames"
             break
         frames.append(_frame(frame))
+        last = frame
         try:
             frame = frame.older()
         except gdb.error as e:
             note = f"gdb could not unwind further: {e}"
             break
     if note is None:
-        reason = gdb.newest_frame() and frames and _stop_reason(thread)
-        if reason:
-            note = reason
+        reason = last.unwind_stop_reason()
+        if reason not in (gdb.FRAME_UNWIND_NO_REASON, gdb.FRAME_UNWIND_OUTERMOST):
+            note = gdb.frame_stop_reason_string(reason)
     entry = {"tid": thread.ptid[1] or thread.num, "frames": frames}
     if thread.name:
         entry["name"] = thread.name
     if note:
         entry["note"] = note
     return entry
-
-
-def _stop_reason(thread):
-    """Why gdb's unwinding of the selected thread ended, if not normally."""
-    frame = gdb.newest_frame()
-    last = frame
-    while frame is not None:
-        last = frame
-        frame = frame.older()
-    reason = last.unwind_stop_reason()
-    if reason in (gdb.FRAME_UNWIND_NO_REASON, gdb.FRAME_UNWIND_OUTERMOST):
-        return None
-    return gdb.frame_stop_reason_string(reason)
 
 
 def stacks_json(inferior):
