@@ -51,6 +51,52 @@ pub fn remember(dll: &Path, process: ProcessKey, blocks: Vec<(u64, u64)>) {
         .insert((dll.to_path_buf(), process), blocks);
 }
 
+/// Where blocks read ahead go: the helper's shared region, or a buffer of
+/// this process.
+pub trait Room {
+    /// The buffer for `len` bytes at offset `at`, or `None` when they do not
+    /// fit.
+    fn room(&mut self, at: usize, len: usize) -> Option<&mut [u8]>;
+}
+
+impl Room for Vec<u8> {
+    fn room(&mut self, at: usize, len: usize) -> Option<&mut [u8]> {
+        let end = at.checked_add(len)?;
+        self.resize(end, 0);
+        Some(&mut self[at..end])
+    }
+}
+
+/// Reads `blocks` from `target` into `into`, one after the other from its
+/// start, up to [`MAX_READ_AHEAD`] bytes or the room there is; a block the
+/// target cannot read now is left out (asked again if the library needs
+/// it). Returns the blocks read as (address, length, offset), and whether
+/// an interruption stopped the reading.
+pub fn read_ahead(
+    target: &mut dyn Target,
+    blocks: &[(u64, u64)],
+    into: &mut dyn Room,
+) -> (Vec<(u64, u64, usize)>, bool) {
+    let mut read = Vec::new();
+    let mut at = 0usize;
+    for &(addr, len) in blocks {
+        let Ok(n) = usize::try_from(len) else { break };
+        if (at as u64).saturating_add(len) > MAX_READ_AHEAD {
+            break;
+        }
+        let Some(buf) = into.room(at, n) else { break };
+        match target.read_memory(addr, buf) {
+            Ok(()) => {
+                read.push((addr, len, at));
+                at += n;
+            }
+            Err(TargetError::Interrupted) => return (read, true),
+            Err(_) => {}
+        }
+    }
+    (read, false)
+}
+
 /// A target whose remembered blocks were read ahead into this process's
 /// memory and are lent to the page cache ([`Target::held_memory`]); it
 /// notes the blocks this dump reads, for the next.
@@ -69,30 +115,12 @@ impl<'t> ReadAhead<'t> {
     /// needs it). Only an interruption stops the reading ahead.
     pub fn new(host: &'t mut dyn Target, blocks: &[(u64, u64)]) -> Self {
         let mut bytes = Vec::new();
-        let mut at = HashMap::new();
-        for &(addr, len) in blocks {
-            let Ok(n) = usize::try_from(len) else { break };
-            if bytes.len() as u64 + len > MAX_READ_AHEAD {
-                break;
-            }
-            let start = bytes.len();
-            bytes.resize(start + n, 0);
-            match host.read_memory(addr, &mut bytes[start..]) {
-                Ok(()) => {
-                    at.insert((addr, len), start);
-                }
-                Err(e) => {
-                    bytes.truncate(start);
-                    if matches!(e, TargetError::Interrupted) {
-                        break;
-                    }
-                }
-            }
-        }
+        let (read, _) = read_ahead(host, blocks, &mut bytes);
+        bytes.truncate(read.last().map_or(0, |&(_, len, at)| at + len as usize));
         ReadAhead {
             host,
             bytes: Arc::new(bytes),
-            at,
+            at: read.into_iter().map(|(addr, len, at)| ((addr, len), at)).collect(),
             read: Vec::new(),
         }
     }

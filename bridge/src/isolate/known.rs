@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use super::protocol::{Answer, Query};
 use super::sys;
-use crate::dump::readahead::{self, ProcessKey, MAX_READ_AHEAD};
+use crate::dump::readahead::{self, ProcessKey, Room};
 use crate::target::{Target, TargetError, TypeId, TypeSizes};
 
 /// A lookup, with types by name.
@@ -153,9 +153,7 @@ impl Known {
         (known, learner)
     }
 
-    /// Reads `blocks` into the region, one after the other from its start,
-    /// up to [`MAX_READ_AHEAD`] bytes; a block the target cannot read now is
-    /// left out (the helper asks for it and gets the failure). Only an
+    /// Reads `blocks` into the region ([`readahead::read_ahead`]); only an
     /// interruption is an error.
     fn prefetch(
         &mut self,
@@ -163,25 +161,11 @@ impl Known {
         region: &mut sys::Region,
         blocks: &[(u64, u64)],
     ) -> Result<(), TargetError> {
-        let mut at = 0u64;
-        for &(addr, len) in blocks {
-            if at + len > MAX_READ_AHEAD.min(region.len() as u64) {
-                break;
-            }
-            let (Ok(start), Ok(n)) = (usize::try_from(at), usize::try_from(len)) else {
-                break;
-            };
-            let Some(into) = region.slice_at(start, n) else {
-                break;
-            };
-            match target.read_memory(addr, into) {
-                Ok(()) => {
-                    self.prefetched.push((addr, len, at));
-                    at += len;
-                }
-                Err(TargetError::Interrupted) => return Err(TargetError::Interrupted),
-                Err(_) => {}
-            }
+        let (read, interrupted) = readahead::read_ahead(target, blocks, region);
+        self.prefetched
+            .extend(read.into_iter().map(|(addr, len, at)| (addr, len, at as u64)));
+        if interrupted {
+            return Err(TargetError::Interrupted);
         }
         Ok(())
     }
@@ -258,6 +242,12 @@ impl Learner {
                 list.push(q);
             }
         }
+    }
+}
+
+impl Room for sys::Region {
+    fn room(&mut self, at: usize, len: usize) -> Option<&mut [u8]> {
+        self.slice_at(at, len)
     }
 }
 

@@ -147,11 +147,6 @@ impl Region {
         Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), n) })
     }
 
-    /// Size of the region.
-    pub(super) fn len(&self) -> usize {
-        self.len
-    }
-
     /// The descriptor, for [`send_fd`].
     pub(super) fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
