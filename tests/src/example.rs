@@ -26,11 +26,13 @@ pub enum Example {
     ManyOps,
     /// `sessions.c`: a communicator made through MPI-4 Sessions (MPICH only).
     Sessions,
+    /// `barrier_vs_recv.c`: rank 0 in `MPI_Barrier`, the others in `MPI_Recv` from rank 0.
+    BarrierVsRecv,
 }
 
 impl Example {
     /// Every example, in a stable order.
-    pub const ALL: [Example; 7] = [
+    pub const ALL: [Example; 8] = [
         Example::Ring,
         Example::NamedComms,
         Example::Unexpected,
@@ -38,6 +40,7 @@ impl Example {
         Example::Slow,
         Example::ManyOps,
         Example::Sessions,
+        Example::BarrierVsRecv,
     ];
 
     /// The file stem: `examples/<name>.c`, and the executable's name.
@@ -50,6 +53,7 @@ impl Example {
             Example::Slow => "slow",
             Example::ManyOps => "many_ops",
             Example::Sessions => "sessions",
+            Example::BarrierVsRecv => "barrier_vs_recv",
         }
     }
 

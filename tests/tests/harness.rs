@@ -68,6 +68,7 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     openmpi_slow: OpenMpi, Slow;
     openmpi_many_ops: OpenMpi, ManyOps;
     openmpi_sessions: OpenMpi, Sessions;
+    openmpi_barrier_vs_recv: OpenMpi, BarrierVsRecv;
     mpich_ring: Mpich, Ring;
     mpich_named_comms: Mpich, NamedComms;
     mpich_unexpected: Mpich, Unexpected;
@@ -75,12 +76,13 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     mpich_slow: Mpich, Slow;
     mpich_many_ops: Mpich, ManyOps;
     mpich_sessions: Mpich, Sessions;
+    mpich_barrier_vs_recv: Mpich, BarrierVsRecv;
 }
 
 #[test]
 fn every_example_has_a_start_test() {
     // The macro above must list every (MPI, example) pair.
-    assert_eq!(Example::ALL.len() * Mpi::all().len(), 14);
+    assert_eq!(Example::ALL.len() * Mpi::all().len(), 16);
 }
 
 #[test]
