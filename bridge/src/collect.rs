@@ -40,17 +40,20 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
                 where_: Some(crate::stacks::where_words(&threads)),
                 threads,
                 missing: None,
+                calls: Vec::new(),
             },
             Ok(None) => Stacks {
                 where_: None,
                 threads: Vec::new(),
                 missing: Some("this front end gives no call stacks (a C API host without the stacks callback)".into()),
+                calls: Vec::new(),
             },
             Err(TargetError::Interrupted) => return Err(Interrupted),
             Err(e) => Stacks {
                 where_: None,
                 threads: Vec::new(),
                 missing: Some(format!("the call stacks could not be read: {e}")),
+                calls: Vec::new(),
             },
         });
     }

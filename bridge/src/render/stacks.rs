@@ -78,6 +78,7 @@ mod tests {
             }],
             missing: None,
             where_: Some("in PMPI_Recv, called from main (ring.c:42)".into()),
+            ..Stacks::default()
         };
         let mut out = String::new();
         render_stacks(&mut out, &st);
@@ -98,7 +99,7 @@ mod tests {
             &Stacks {
                 threads: Vec::new(),
                 missing: Some("this front end gives no call stacks yet".into()),
-                where_: None,
+                ..Stacks::default()
             },
         );
         assert_eq!(

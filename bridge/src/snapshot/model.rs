@@ -103,6 +103,52 @@ pub struct Stacks {
     /// (`in MPI_Recv, called from main (ring.c:64)`).
     #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
     pub where_: Option<String>,
+    /// The MPI call each application thread is in, with what its arguments
+    /// say (derived by the bridge from the stacks and the frames' values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<MpiCall>,
+}
+
+/// One application thread's MPI call and what its arguments say. Every
+/// field but `tid`, `frame` and `call` is `None` when it could not be
+/// recovered (`why` says what was missing).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MpiCall {
+    /// The thread ([`ThreadStack::tid`]).
+    pub tid: u64,
+    /// Index in the thread's frames of the outermost MPI entry point.
+    pub frame: u32,
+    /// The call's canonical name (`barrier`, `recv`; docs/design/stacks.md §4.1).
+    pub call: String,
+    /// The `id` of the communicator of this process's `communicators` the
+    /// call is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub communicator: Option<String>,
+    /// The communicator handle as the call got it (`0x...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm_handle: Option<String>,
+    /// Destination or source, as a rank of the communicator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<i64>,
+    /// The source is `MPI_ANY_SOURCE`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any_source: bool,
+    /// The tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<i64>,
+    /// The tag is `MPI_ANY_TAG`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any_tag: bool,
+    /// The root of a rooted collective, as a rank of the communicator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<i64>,
+    /// The user buffer (`0x...`), to tie a blocking call to its queue
+    /// operation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer: Option<String>,
+    /// What could not be recovered, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// One thread's call stack, innermost frame first.

@@ -191,4 +191,13 @@ pub trait Target {
     fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
         Ok(None)
     }
+    /// The value of parameter or variable `name` in frame `frame` (the index
+    /// in [`Target::stacks`]'s frames of that thread: 0 = innermost, inlined
+    /// frames counted) of thread `thread` (its [`ThreadStack::tid`]):
+    /// integers sign-extended to 64 bits, pointers as they are. `Ok(None)`
+    /// (the default): no such name there, optimised out, or this host gives
+    /// no values. Never cached: it is memory.
+    fn frame_value(&mut self, _thread: u64, _frame: u32, _name: &str) -> Result<Option<u64>, TargetError> {
+        Ok(None)
+    }
 }
