@@ -1,10 +1,15 @@
 //! Where each rank is: call stacks of every thread, fused with the queues
 //! (issue 12; the design is docs/design/stacks.md). So far: which MPI call
-//! a frame is in and what such a call waits for (`names`), and where a
-//! thread is, from its stack alone (`position`).
+//! a frame is in and what such a call waits for (`names`), where a thread
+//! is, from its stack alone (`position`), and every rank's stacks merged
+//! into one tree, as STAT draws them (`tree`, with rank ranges in `ranks`).
 
 pub mod names;
 pub mod position;
+pub mod ranks;
+pub mod tree;
 
 pub use names::{canonical, classify, CallClass, Collective, Completion};
 pub use position::{position, where_words, Position};
+pub use ranks::{rank_ranges, ranks_text};
+pub use tree::{Mode, StackNode, StackTree};
