@@ -19,8 +19,8 @@ use crate::target::{Target, TargetError};
 #[error("interrupted")]
 pub struct Interrupted;
 
-/// Collects one process: its queues and, with `--stacks`, every thread's
-/// call stack. Failures are recorded in the snapshot; only an interruption
+/// Collects one process: its queues and, unless `--no-stacks`, every
+/// thread's call stack. Failures are recorded in the snapshot; only an interruption
 /// is an error.
 ///
 /// The debug library runs in a helper process (`mpiq-dllhost`, see
@@ -32,7 +32,7 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
     let mut cached = Cached::new(target);
     let target: &mut dyn Target = &mut cached;
     let mut snap = queues(target, opts)?;
-    if opts.stacks {
+    if opts.reads_stacks() {
         // Also when the queues could not be read: where each thread is
         // matters most then.
         snap.stacks = Some(match target.stacks() {
@@ -45,7 +45,11 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
             Ok(None) => Stacks {
                 where_: None,
                 threads: Vec::new(),
-                missing: Some("this front end gives no call stacks (a C API host without the stacks callback)".into()),
+                missing: Some(
+                    "this front end gives no call stacks (a C API host without the stacks callback, \
+                     or a recording made without them)"
+                        .into(),
+                ),
                 calls: Vec::new(),
             },
             Err(TargetError::Interrupted) => return Err(Interrupted),
@@ -248,13 +252,15 @@ mod tests {
         }]
     }
 
-    /// With `--stacks`, the stacks are in the snapshot also when the queues
-    /// could not be read (no MPI here); without, nothing is asked; a host
-    /// that gives none or fails says so; a recording keeps them for replay.
+    /// By default (and with `--stacks`) the stacks are in the snapshot also
+    /// when the queues could not be read (no MPI here); with `--no-stacks`,
+    /// nothing is asked; a host that gives none or fails says so; a
+    /// recording keeps them for replay.
     #[test]
     fn stacks_come_with_the_queues_or_without_them() {
-        let stacks = DumpOptions {
-            stacks: true,
+        let stacks = DumpOptions::default();
+        let no_stacks = DumpOptions {
+            no_stacks: true,
             ..DumpOptions::default()
         };
         let mut t = WithStacks {
@@ -264,7 +270,11 @@ mod tests {
         let snap = collect(&mut t, &stacks).unwrap();
         assert!(snap.error.is_some(), "no MPI here: {snap:?}");
         assert_eq!(snap.stacks.as_ref().map(|s| &s.threads), Some(&one_thread()));
-        assert!(collect(&mut t, &DumpOptions::default()).unwrap().stacks.is_none());
+        assert_eq!(
+            collect(&mut t, &DumpOptions::parse_line("--stacks").unwrap()).unwrap(),
+            snap
+        );
+        assert!(collect(&mut t, &no_stacks).unwrap().stacks.is_none());
         for (given, says) in [
             (Ok(None), "gives no call stacks"),
             (

@@ -48,8 +48,12 @@ pub struct DumpOptions {
     pub dll: Option<PathBuf>,
     /// Add per-process counters (`stats`) to the snapshot.
     pub stats: bool,
-    /// Add every thread's call stack (`stacks`) to the snapshot.
+    /// Show every frame of every thread (`--stacks`); without it the text
+    /// shows where each process is in one line.
     pub stacks: bool,
+    /// Do not read call stacks at all (`--no-stacks`): no `stacks` in the
+    /// snapshot, no where line, no merged stacks.
+    pub no_stacks: bool,
     /// Record every answer the targets give into this file (`mpiq replay` reads it).
     pub record: Option<PathBuf>,
     /// Run the debug library inside this process instead of `mpiq-dllhost`.
@@ -236,9 +240,17 @@ pub const DUMP_OPTIONS: &[OptionSpec<DumpOptions>] = &[
     ),
     OptionSpec::switch(
         "stacks",
-        "add every thread's call stack per process, and where it is in MPI",
+        "show every frame of every thread (default: where each process is in MPI, in one line)",
         |o, _| {
             o.stacks = true;
+            Ok(())
+        },
+    ),
+    OptionSpec::switch(
+        "no-stacks",
+        "do not read call stacks (read by default: where each process is, merged stacks)",
+        |o, _| {
+            o.no_stacks = true;
             Ok(())
         },
     ),
@@ -435,6 +447,11 @@ impl DumpOptions {
         Self::parse(&split_words(line)?)
     }
 
+    /// Whether call stacks are read: unless `--no-stacks`.
+    pub fn reads_stacks(&self) -> bool {
+        !self.no_stacks
+    }
+
     /// Whether a queue is selected.
     pub fn wants_queue(&self, q: QueueKind) -> bool {
         self.queues.is_empty() || self.queues.contains(&q)
@@ -572,6 +589,12 @@ mod tests {
         assert_eq!(o.record, Some(PathBuf::from("r.rec")));
         assert!(DumpOptions::parse_line("--timeout -1").is_err());
         assert!(DumpOptions::parse(&["", "--all", ""]).unwrap().all);
+        // Stacks are read by default; --stacks shows every frame.
+        assert!(DumpOptions::default().reads_stacks());
+        let o = DumpOptions::parse_line("--no-stacks").unwrap();
+        assert!(!o.reads_stacks() && !o.stacks);
+        let o = DumpOptions::parse_line("--stacks").unwrap();
+        assert!(o.reads_stacks() && o.stacks);
     }
 
     #[test]

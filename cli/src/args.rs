@@ -14,11 +14,19 @@ Examples:
   mpiq job --starter $(pgrep -n mpirun)    every rank the starter launched,
                                            and whether they are deadlocked
   mpiq job --starter 4200 --json > q.json  the same as JSON (mpiq.snapshot/1
-                                           plus an \"analysis\" object)
+                                           plus \"analysis\" and \"stack_tree\")
+  mpiq job --starter 4200 --stacks         every frame of every thread, the
+                                           ranks' stacks merged into a tree
   mpiq job --starter 4200 --svg waits.svg  also draw the wait-for graph
   mpiq core core.4242 core.4243            core files written by gdb's gcore
   mpiq queues --pid 4242 --queue receives --comm MPI_COMM_WORLD
   mpiq stacks --pid 4242                   every thread's call stack, like gdb's bt
+
+Call stacks are read by default: each process shows where it is in MPI in
+one line (\"where: in MPI_Recv, called from exchange (solver.c:35)\"), and a
+job (or two or more processes) shows every rank's stacks merged, STAT-style,
+one line per group of ranks at the same place (\"ranks 1-3: main > exchange >
+MPI_Recv (solver.c:35)\"); --stacks shows every frame, --no-stacks reads none.
 
 Processes are stopped with ptrace while they are read and left running (or
 stopped, if they were) afterwards, also on errors and Ctrl-C. This needs the

@@ -1,14 +1,14 @@
 //! What a command prints: the snapshot with its cross-rank analysis as the
 //! bridge renders it ([`mpiq::render::report`], text or JSON, which every
 //! front end could print), or the CLI's own outputs of the analysis: a
-//! graphviz graph, CSV edges, an SVG file; and the exit status the verdict
-//! maps to.
+//! graphviz graph (with the merged stacks), CSV edges, an SVG file; and the
+//! exit status the verdict maps to.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use mpiq::analysis::{self, Analysis, Verdict};
+use mpiq::analysis::{self, Verdict};
 pub use mpiq::render::{Report, Samples};
 use mpiq::DumpOptions;
 
@@ -34,7 +34,7 @@ pub fn exit_code(verdict: Option<Verdict>) -> u8 {
 /// `format` is); the wait-for graph for graphviz or as CSV edges.
 pub fn render(report: &Report, format: OutputFormat, opts: &DumpOptions) -> String {
     match (format, &report.analysis) {
-        (OutputFormat::Dot, Some(a)) => analysis::render_dot(a),
+        (OutputFormat::Dot, Some(_)) => report.graph_dot(opts).unwrap_or_default(),
         (OutputFormat::Csv, Some(a)) => analysis::render_csv(a),
         _ => report.render(opts),
     }
@@ -78,8 +78,9 @@ pub fn check_dot() -> Result<(), SvgError> {
     }
 }
 
-/// Renders the wait-for graph into `path` with `dot -Tsvg`.
-pub fn write_svg(a: &Analysis, path: &Path) -> Result<(), SvgError> {
+/// Renders a graph (the wait-for graph and the merged stacks,
+/// [`Report::graph_dot`]) into `path` with `dot -Tsvg`.
+pub fn write_svg(graph: &str, path: &Path) -> Result<(), SvgError> {
     let mut child = Command::new("dot")
         .arg("-Tsvg")
         .arg("-o")
@@ -92,7 +93,6 @@ pub fn write_svg(a: &Analysis, path: &Path) -> Result<(), SvgError> {
             std::io::ErrorKind::NotFound => SvgError::NoDot,
             _ => SvgError::Spawn(e),
         })?;
-    let graph = analysis::render_dot(a);
     let written = child.stdin.take().map(|mut stdin| stdin.write_all(graph.as_bytes()));
     let out = child.wait_with_output().map_err(SvgError::Spawn)?;
     let failed = |why: String| SvgError::Failed {

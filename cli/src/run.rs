@@ -519,8 +519,8 @@ fn finish(samples: Samples, whole_job: bool, dump: &DumpArgs, opts: &DumpOptions
     } else {
         Report::plain(samples.current)
     };
-    if let (Some(path), Some(a)) = (&dump.svg, &report.analysis) {
-        report::write_svg(a, path)?;
+    if let (Some(path), Some(graph)) = (&dump.svg, report.graph_dot(opts)) {
+        report::write_svg(&graph, path)?;
     }
     Ok(Outcome {
         stdout: report::render(&report, format, opts),

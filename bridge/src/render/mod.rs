@@ -1,10 +1,12 @@
 //! The one text renderer and the JSON writer, shared by every front end;
-//! [`report`]: a snapshot with its cross-rank analysis.
+//! [`report`]: a snapshot with its cross-rank analysis; [`tree`]: every
+//! rank's stacks merged (text, JSON, graphviz).
 
 use std::fmt::Write;
 
 pub mod report;
 mod stacks;
+pub mod tree;
 
 pub use report::{Report, Samples};
 
@@ -145,7 +147,7 @@ fn render_process(out: &mut String, p: &ProcessSnapshot, opts: &DumpOptions) {
         None => render_queues(out, p, opts),
     }
     if let Some(st) = &p.stacks {
-        stacks::render_stacks(out, st);
+        stacks::render_stacks(out, st, opts.stacks);
     }
 }
 

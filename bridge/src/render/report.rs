@@ -1,12 +1,16 @@
 //! A snapshot with its cross-rank analysis, as text or JSON: the snapshot as
-//! [`super::render`] prints it, then the analysis ([`crate::analysis`]) as a
-//! text section or as a top-level `"analysis"` JSON object. Every front end
+//! [`super::render`] prints it, then where the ranks are (every rank's
+//! stacks merged, [`super::tree`]; compact, or every frame with `--stacks`)
+//! and the analysis ([`crate::analysis`]) as text sections, or as the
+//! top-level `"analysis"` and `"stack_tree"` JSON values. Every front end
 //! can print the same report; the CLI does (its graphviz, CSV and SVG
-//! outputs of the wait-for graph are its own).
+//! outputs of the wait-for graph are its own; [`Report::graph_dot`] adds the
+//! merged stacks to the graph).
 
 use crate::analysis::{self, Analysis, Verdict};
 use crate::options::{DumpOptions, Format};
 use crate::snapshot::model::Snapshot;
+use crate::stacks::tree::{Mode, StackTree};
 
 /// The samples of one command: the last snapshot and, for a live job, the
 /// one before it.
@@ -66,23 +70,60 @@ impl Report {
         self.analysis.as_ref().map(|a| a.verdict)
     }
 
+    /// Every rank's stacks merged: compact, or every frame with
+    /// `--stacks`; `None` when no process's stacks were read
+    /// (`--no-stacks`).
+    pub fn stack_tree(&self, opts: &DumpOptions) -> Option<StackTree> {
+        if self.snapshot.processes.iter().all(|p| p.stacks.is_none()) {
+            return None;
+        }
+        let mode = if opts.stacks { Mode::Full } else { Mode::Compact };
+        Some(StackTree::build(&self.snapshot, mode))
+    }
+
+    /// The wait-for graph in graphviz's language, with the merged stacks
+    /// as `subgraph cluster_stacks`; `None` without an analysis.
+    pub fn graph_dot(&self, opts: &DumpOptions) -> Option<String> {
+        let graph = analysis::render_dot(self.analysis.as_ref()?);
+        Some(match self.stack_tree(opts) {
+            Some(tree) => super::tree::with_stacks_dot(&graph, &tree),
+            None => graph,
+        })
+    }
+
     /// The report as `opts.format` asks: the snapshot (its communicators and
-    /// queues filtered by `opts`), then the analysis, which is about the
-    /// whole job and never filtered.
+    /// queues filtered by `opts`), then where the ranks are and the
+    /// analysis, which are about the whole job and never filtered.
     pub fn render(&self, opts: &DumpOptions) -> String {
         let Some(a) = &self.analysis else {
             return super::render(&self.snapshot, opts);
         };
+        let tree = self.stack_tree(opts);
         match opts.format {
             Format::Text => {
                 let mut out = super::render(&self.snapshot, opts);
+                if let Some(tree) = &tree {
+                    if !out.is_empty() {
+                        out.push('\n');
+                    }
+                    out.push_str(&super::tree::text(tree));
+                }
                 if !out.is_empty() {
                     out.push('\n');
                 }
                 out.push_str(&analysis::render_text(a));
                 out
             }
-            Format::Json => with_analysis_json(&super::render(&self.snapshot, opts), a),
+            Format::Json => {
+                let out = with_analysis_json(&super::render(&self.snapshot, opts), a);
+                match &tree {
+                    Some(tree) => {
+                        let value = serde_json::to_string_pretty(&super::tree::tree_json(tree)).unwrap_or_default();
+                        with_key_json(&out, "stack_tree", &value)
+                    }
+                    None => out,
+                }
+            }
         }
     }
 }
@@ -118,21 +159,28 @@ pub fn with_analysis_json(snapshot_json: &str, a: &Analysis) -> String {
         serde_json::json!({ "verdict": "unknown", "summary": format!("cannot serialize the analysis: {e}") })
             .to_string()
     });
+    with_key_json(snapshot_json, "analysis", &analysis)
+}
+
+/// Inserts `"key": value` (`value`: JSON text) as the last key of the
+/// pretty JSON object `json`, leaving the rest byte for byte as it is (see
+/// [`with_analysis_json`]).
+pub fn with_key_json(snapshot_json: &str, key: &str, analysis: &str) -> String {
     let Some(head) = snapshot_json.strip_suffix("\n}\n").filter(|h| h.starts_with('{')) else {
         // Not the usual layout (an error object): go through a Value.
         let mut value: serde_json::Value = match serde_json::from_str(snapshot_json) {
             Ok(v) => v,
             Err(_) => return snapshot_json.to_string(),
         };
-        if let (Some(obj), Ok(av)) = (value.as_object_mut(), serde_json::from_str(&analysis)) {
-            obj.insert("analysis".into(), av);
+        if let (Some(obj), Ok(av)) = (value.as_object_mut(), serde_json::from_str(analysis)) {
+            obj.insert(key.into(), av);
         }
         return serde_json::to_string_pretty(&value).unwrap_or_default() + "\n";
     };
     let mut out = String::with_capacity(snapshot_json.len() + analysis.len() + analysis.len() / 8 + 32);
     out.push_str(head);
     out.push_str(if head.trim_end() == "{" { "\n" } else { ",\n" });
-    out.push_str("  \"analysis\": ");
+    out.push_str(&format!("  {}: ", serde_json::Value::from(key)));
     for (i, line) in analysis.lines().enumerate() {
         if i > 0 {
             out.push_str("\n  ");
@@ -191,6 +239,56 @@ mod tests {
             super::super::render(&snap, &opts)
         );
         assert_eq!(Report::plain(snap).verdict(), None);
+    }
+
+    #[test]
+    fn where_the_ranks_are_comes_with_the_analysis() {
+        let snap = crate::stacks::tree::tests::barrier_vs_recv();
+        let r = Report::analyzed(Samples {
+            current: snap.clone(),
+            ..Samples::default()
+        });
+        let text = r.render(&DumpOptions::default());
+        let section = "Where the ranks are (4 ranks, 4 application threads; 8 service threads not shown):\n";
+        let (before, after) = text.split_once(section).expect(&text);
+        assert!(
+            before.contains("  where: in MPI_Barrier, called from main (barrier_vs_recv.c:54)\n"),
+            "{text}"
+        );
+        assert!(!before.contains("Threads ("), "frames only with --stacks: {text}");
+        assert!(after.contains("Deadlock analysis"), "{text}");
+        let full = r.render(&DumpOptions::parse_line("--stacks").unwrap());
+        assert!(
+            full.contains("Threads (3):") && full.contains("\nCall stacks of every thread (4 ranks, 12 threads):\n"),
+            "{full}"
+        );
+        // JSON: the analysis untouched, the tree after it.
+        let json = r.render(&DumpOptions::parse_line("--json").unwrap());
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["schema", "processes", "analysis", "stack_tree"]);
+        assert_eq!(
+            v["analysis"],
+            serde_json::to_value(r.analysis.as_ref().unwrap()).unwrap()
+        );
+        assert_eq!(v["stack_tree"]["ranks"], serde_json::json!([[0, 3]]));
+        assert_eq!(v["processes"][0]["stacks"]["threads"].as_array().map(Vec::len), Some(3));
+        let dot = r.graph_dot(&DumpOptions::default()).unwrap();
+        assert!(dot.contains("subgraph cluster_stacks"), "{dot}");
+        // Without stacks: no section, no tree.
+        let mut bare = snap;
+        for p in &mut bare.processes {
+            p.stacks = None;
+        }
+        let r = Report::analyzed(Samples {
+            current: bare,
+            ..Samples::default()
+        });
+        assert!(!r.render(&DumpOptions::default()).contains("Where the ranks are"));
+        assert!(!r
+            .render(&DumpOptions::parse_line("--json").unwrap())
+            .contains("stack_tree"));
+        assert!(!r.graph_dot(&DumpOptions::default()).unwrap().contains("cluster_stacks"));
     }
 
     #[test]

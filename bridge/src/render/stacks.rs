@@ -1,17 +1,23 @@
-//! Call stacks in the text view: each thread like gdb's `bt`.
+//! Call stacks in the text view: where the process is in one line
+//! (`where: in MPI_Barrier, called from main (barrier_vs_recv.c:54)`), and
+//! with `--stacks` each thread like gdb's `bt`.
 
 use std::fmt::Write;
 
 use crate::snapshot::model::{Frame, Stacks};
 
-/// `  Threads (N):` and one line per frame, innermost first.
-pub(super) fn render_stacks(out: &mut String, st: &Stacks) {
+/// `  where: ...`, then with `frames` `  Threads (N):` and one line per
+/// frame, innermost first.
+pub(super) fn render_stacks(out: &mut String, st: &Stacks, frames: bool) {
     if let Some(why) = &st.missing {
         let _ = writeln!(out, "  call stacks: not available: {why}");
         return;
     }
     if let Some(w) = &st.where_ {
         let _ = writeln!(out, "  where: {w}");
+    }
+    if !frames {
+        return;
     }
     let _ = writeln!(out, "  Threads ({}):", st.threads.len());
     for t in &st.threads {
@@ -81,7 +87,10 @@ mod tests {
             ..Stacks::default()
         };
         let mut out = String::new();
-        render_stacks(&mut out, &st);
+        render_stacks(&mut out, &st, false);
+        assert_eq!(out, "  where: in PMPI_Recv, called from main (ring.c:42)\n");
+        let mut out = String::new();
+        render_stacks(&mut out, &st, true);
         assert!(
             out.contains("  where: in PMPI_Recv, called from main (ring.c:42)\n"),
             "{out}"
@@ -101,6 +110,7 @@ mod tests {
                 missing: Some("this front end gives no call stacks yet".into()),
                 ..Stacks::default()
             },
+            false,
         );
         assert_eq!(
             out,

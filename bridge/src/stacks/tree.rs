@@ -419,4 +419,4 @@ fn call_words(c: &MpiCall, comms: &[Communicator]) -> Option<String> {
 
 #[cfg(test)]
 #[path = "tree_tests.rs"]
-mod tests;
+pub(crate) mod tests;

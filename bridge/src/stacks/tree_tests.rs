@@ -92,6 +92,7 @@ pub(crate) fn process(rank: i32, threads: Vec<ThreadStack>) -> ProcessSnapshot {
         }],
         stats: None,
         stacks: Some(Stacks {
+            where_: Some(crate::stacks::where_words(&threads)),
             threads,
             ..Stacks::default()
         }),

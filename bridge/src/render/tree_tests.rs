@@ -1,0 +1,140 @@
+//! Tests of the merged stacks' text, JSON and graphviz.
+
+use super::*;
+use crate::snapshot::model::{Snapshot, ThreadStack};
+use crate::stacks::tree::tests::{barrier_vs_recv, frame, process, APP};
+
+#[test]
+fn compact_text_has_one_line_per_leaf_biggest_group_first() {
+    let tree = StackTree::build(&barrier_vs_recv(), Mode::Compact);
+    assert_eq!(
+        compact_text(&tree),
+        "Where the ranks are (4 ranks, 4 application threads; 8 service threads not shown):\n\
+         \x20 ranks 1-3: main > exchange > MPI_Recv (barrier_vs_recv.c:35)\n\
+         \x20 rank 0:    main > MPI_Barrier (barrier_vs_recv.c:54)\n"
+    );
+    assert_eq!(text(&tree), compact_text(&tree));
+}
+
+#[test]
+fn long_paths_lose_their_middle() {
+    let names: Vec<String> = (0..12).map(|i| format!("f{i}")).collect();
+    assert_eq!(path_words(&names), "f0 > f1 > f2 > ... > f8 > f9 > f10 > f11");
+    assert_eq!(path_words(&names[..8]), names[..8].join(" > "));
+    // From a real tree: a deep recursion into MPI_Barrier.
+    let mut frames = vec![frame("PMPI_Barrier", "/opt/ompi/lib/libmpi.so.40", None)];
+    frames.extend((0..20u32).map(|i| frame(&format!("level{i}"), APP, Some(i + 1))));
+    frames.push(frame("main", APP, Some(99)));
+    let mut s = Snapshot::default();
+    s.processes.push(process(
+        2,
+        vec![ThreadStack {
+            tid: 7,
+            frames,
+            ..ThreadStack::default()
+        }],
+    ));
+    let text = compact_text(&StackTree::build(&s, Mode::Compact));
+    assert!(
+        text.contains(
+            "  rank 2: main > level19 > level18 > ... > level2 > level1 > level0 > MPI_Barrier (barrier_vs_recv.c:1)\n"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn ranks_without_stacks_and_threads_of_one_rank() {
+    let mut s = barrier_vs_recv();
+    let mut second = crate::stacks::tree::tests::in_recv(1001);
+    second.frames.remove(2); // exchange: straight from main
+    if let Some(st) = s.processes[1].stacks.as_mut() {
+        st.threads.push(second);
+    }
+    for r in [4, 5] {
+        let mut p = process(r, vec![]);
+        p.stacks = None;
+        p.error = Some("gone".into());
+        s.processes.push(p);
+    }
+    let text = compact_text(&StackTree::build(&s, Mode::Compact));
+    assert!(
+        text.starts_with("Where the ranks are (4 ranks, 5 application threads;"),
+        "{text}"
+    );
+    assert!(text.contains("\n  ranks 4 and 5: no call stacks (gone)\n"), "{text}");
+    assert!(
+        text.contains("\n  rank 1:        main > MPI_Recv (barrier_vs_recv.c:48)\n"),
+        "{text}"
+    );
+    let full = full_text(&StackTree::build(&s, Mode::Full));
+    assert!(full.contains("\n  ranks 0-3 (5 threads): _start\n"), "{full}");
+    assert!(full.contains("\n  ranks 4 and 5: no call stacks (gone)\n"), "{full}");
+}
+
+#[test]
+fn full_text_draws_the_trie() {
+    let tree = StackTree::build(&barrier_vs_recv(), Mode::Full);
+    let drawn = full_text(&tree);
+    let expected = "Call stacks of every thread (4 ranks, 12 threads):\n\
+        \x20 ranks 0-3: _start\n\
+        \x20 └─ ranks 0-3: __libc_start_main\n\
+        \x20    └─ ranks 0-3: __libc_start_call_main\n\
+        \x20       ├─ rank 0: main (barrier_vs_recv.c:54)\n\
+        \x20       │  └─ rank 0: PMPI_Barrier\n\
+        \x20       │     └─ rank 0: ompi_coll_base_barrier_intra\n\
+        \x20       │        └─ rank 0: __poll\n\
+        \x20       └─ ranks 1-3: main (barrier_vs_recv.c:48)\n\
+        \x20          └─ ranks 1-3: exchange (barrier_vs_recv.c:35)\n\
+        \x20             └─ ranks 1-3: PMPI_Recv\n\
+        \x20                └─ ranks 1-3: __poll\n\
+        \x20 ranks 0-3 (8 threads): [MPI runtime threads]\n\
+        \x20 └─ ranks 0-3 (8 threads): clone3\n";
+    assert!(drawn.starts_with(expected), "{drawn}");
+    assert_eq!(text(&tree), drawn);
+}
+
+#[test]
+fn json_has_rank_ranges() {
+    let tree = StackTree::build(&barrier_vs_recv(), Mode::Compact);
+    let v = tree_json(&tree);
+    assert_eq!(v["label"], "main");
+    assert_eq!(v["ranks"], json!([[0, 3]]));
+    assert_eq!(v["threads"], 4);
+    assert_eq!(v["mode"], "compact");
+    assert_eq!(v["hidden_service_threads"], 8);
+    assert_eq!(v["children"][0]["label"], "MPI_Barrier");
+    assert_eq!(v["children"][0]["location"], "barrier_vs_recv.c:54");
+    assert_eq!(v["children"][1]["children"][0]["ranks"], json!([[1, 3]]));
+    assert_eq!(v["children"][1]["children"][0]["children"], json!([]));
+    let full = tree_json(&StackTree::build(&barrier_vs_recv(), Mode::Full));
+    assert_eq!(full["label"], "/");
+    assert_eq!(full["threads"], 12);
+    assert_eq!(full["children"][1]["label"], "[MPI runtime threads]");
+    let empty = tree_json(&StackTree::build(&Snapshot::default(), Mode::Compact));
+    assert_eq!(empty["threads"], 0);
+}
+
+#[test]
+fn dot_adds_a_cluster_to_the_graph() {
+    let tree = StackTree::build(&barrier_vs_recv(), Mode::Compact);
+    let graph = "digraph mpiq_waits {\n  r0 -> r1;\n}\n";
+    let dot = with_stacks_dot(graph, &tree);
+    assert!(
+        dot.starts_with("digraph mpiq_waits {\n  r0 -> r1;\n  subgraph cluster_stacks {\n"),
+        "{dot}"
+    );
+    assert!(dot.ends_with("  }\n}\n"), "{dot}");
+    assert!(
+        dot.contains("s3 [label=\"MPI_Recv\\nranks 1-3 (3)\", penwidth=2.10, tooltip=\"barrier_vs_recv.c:35\"];"),
+        "{dot}"
+    );
+    assert!(dot.contains("s0 [label=\"main\\nranks 0-3 (4)\""), "{dot}");
+    assert!(
+        dot.contains("    s0 -> s1;\n") && dot.contains("    s2 -> s3;\n"),
+        "{dot}"
+    );
+    let empty = StackTree::build(&Snapshot::default(), Mode::Compact);
+    assert_eq!(with_stacks_dot(graph, &empty), graph);
+    assert_eq!(dot_quote("a \"b\"\nc\\"), "\"a \\\"b\\\"\\nc\\\\\"");
+}
