@@ -11,6 +11,7 @@
 //! |---|---|---|
 //! | `processes[].executable` | the example's build path | removed |
 //! | `processes[].stats` | timings and the host's request counts | removed |
+//! | `processes[].stacks` | read by default: pcs, the build paths of objects and sources, and what each front end's unwinder gives (a replay of a recording without stacks says they are missing); where lines are compared by tests/tests/stacks.rs | removed |
 //! | `processes[].dll.path` | the test bed's root (`$MPIQ_TESTBED`, `$HOME`) | `$MPIQ_TESTBED/...` |
 //! | `processes[].dll.version` | MPICH's `compiled on MMM DD YYYY` (C's `__DATE__`), Open MPI's `package: Open MPI USER@HOST Distribution` (the builder's user and host) | dates `<date>`, times `<time>`, `user@host` `<user>@<host>` |
 //!
@@ -42,6 +43,7 @@ pub fn portable(mut v: Value) -> Value {
         let Some(o) = p.as_object_mut() else { continue };
         o.remove("executable");
         o.remove("stats");
+        o.remove("stacks");
         let Some(dll) = o.get_mut("dll").and_then(Value::as_object_mut) else {
             continue;
         };

@@ -7,6 +7,13 @@
 //!   in `MPI_Wait` (called from `main`, deadlock.c:45); under both MPIs,
 //!   every rank's "where" line is the same from gdb, lldb and the CLI and
 //!   names that call and that line.
+//! - `mpiq job` merges the ranks' stacks (STAT-style) by default: on
+//!   barrier_vs_recv (4 ranks, both MPIs) its "Where the ranks are" section
+//!   has exactly two leaves, rank 0 in `MPI_Barrier` called from `main` and
+//!   ranks 1-3 in `MPI_Recv` called from `exchange`, each with its line in
+//!   the source; `--format dot` draws the same tree as a cluster.
+
+use std::time::{Duration, Instant};
 
 use mpiq_tests::frontends::{cli, snapshot, FrontEnd};
 use mpiq_tests::{gdb, Example, Job, Mpi};
@@ -110,4 +117,135 @@ fn the_same_where_from_every_front_end_openmpi() {
 #[test]
 fn the_same_where_from_every_front_end_mpich() {
     the_same_where_from_every_front_end(Mpi::Mpich);
+}
+
+/// The 1-based line of the first line of examples/`example`'s source that
+/// starts (indentation aside) with `start`.
+fn line_of(example: Example, start: &str) -> usize {
+    let source = std::fs::read_to_string(example.source()).expect("example source");
+    1 + source
+        .lines()
+        .position(|l| l.trim_start().starts_with(start))
+        .unwrap_or_else(|| panic!("{} has no line starting with {start}", example.name()))
+}
+
+/// The lines of the "Where the ranks are" section of `mpiq job`'s text
+/// output, each as `who: path` (the column padding taken out).
+fn where_section(text: &str) -> Option<Vec<String>> {
+    let start = text.find("Where the ranks are (")?;
+    let section = &text[start..];
+    let lines = section
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| match l.trim().split_once(": ") {
+            Some((who, what)) => format!("{who}: {}", what.trim_start()),
+            None => l.trim().to_string(),
+        })
+        .collect();
+    Some(lines)
+}
+
+/// Whether `leaf` is `want` (`who: path (file:line)`), what the call
+/// waits for (" on MPI_COMM_WORLD", " from rank 0, tag 3") allowed before
+/// its location.
+fn leaf_is(leaf: &str, want: &str) -> bool {
+    let Some((head, loc)) = want.rsplit_once(" (") else {
+        return leaf == want;
+    };
+    leaf == want
+        || leaf
+            .strip_prefix(head)
+            .and_then(|rest| rest.strip_suffix(&format!(" ({loc}")))
+            .is_some_and(|detail| detail.starts_with(" on ") || detail.starts_with(" from "))
+}
+
+fn merged_stacks(mpi: Mpi) {
+    gdb::require_ptrace();
+    let example = Example::BarrierVsRecv;
+    if let Some(why) = example.unsupported_reason(mpi) {
+        eprintln!("SKIPPED: {} under {mpi}: {why}", example.name());
+        return;
+    }
+    let job = Job::builder(mpi, example).nprocs(4).start();
+    let starter = job.starter_pid().to_string();
+    let want = [
+        format!(
+            "rank 0: main > MPI_Barrier (barrier_vs_recv.c:{})",
+            line_of(example, "MPI_Barrier(")
+        ),
+        format!(
+            "ranks 1-3: main > exchange > MPI_Recv (barrier_vs_recv.c:{})",
+            line_of(example, "MPI_Recv(")
+        ),
+    ];
+    // READY comes before each rank's last call: look again until every
+    // rank is in it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (text, leaves) = loop {
+        let r = cli(&["job", "--starter", &starter]);
+        let leaves = where_section(&r.stdout).unwrap_or_default();
+        let found = leaves.len() == 2 && want.iter().all(|w| leaves.iter().any(|l| leaf_is(l, w)));
+        if found || Instant::now() > deadline {
+            break (r.all(), leaves);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert_eq!(leaves.len(), 2, "{mpi}: not two leaves: {leaves:#?}\n{text}");
+    for w in &want {
+        assert!(
+            leaves.iter().any(|l| leaf_is(l, w)),
+            "{mpi}: no leaf {w:?} in {leaves:#?}\n{text}"
+        );
+    }
+    eprintln!("{mpi}:\n{}", &text[text.find("Where the ranks are").unwrap_or(0)..]);
+    // Each process's where line, and no frames without --stacks.
+    assert!(
+        text.contains("\n  where: in MPI_Barrier, called from main (barrier_vs_recv.c:"),
+        "{text}"
+    );
+    assert!(!text.contains("\n  Threads ("), "{text}");
+    // JSON: the tree next to the analysis.
+    let r = cli(&["job", "--starter", &starter, "--json"]);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.all()));
+    assert_eq!(v["stack_tree"]["label"], "main", "{:#}", v["stack_tree"]);
+    assert_eq!(
+        v["stack_tree"]["ranks"],
+        serde_json::json!([[0, 3]]),
+        "{:#}",
+        v["stack_tree"]
+    );
+    // Graphviz: the wait-for graph with the tree as a cluster.
+    let r = cli(&["job", "--starter", &starter, "--format", "dot"]);
+    assert!(r.stdout.starts_with("digraph"), "{}", r.all());
+    assert!(r.stdout.contains("subgraph cluster_stacks {"), "{}", r.all());
+    assert!(r.stdout.contains("label=\"MPI_Recv\\nranks 1-3 (3)\""), "{}", r.all());
+    // --stacks: every frame, as a tree; --no-stacks: none.
+    let r = cli(&["job", "--starter", &starter, "--stacks"]);
+    assert!(
+        r.stdout.contains("Call stacks of every thread (4 ranks, "),
+        "{}",
+        r.all()
+    );
+    assert!(r.stdout.contains("└─ "), "{}", r.all());
+    let r = cli(&["job", "--starter", &starter, "--no-stacks"]);
+    assert!(
+        !r.stdout.contains("Where the ranks are") && !r.stdout.contains("where: "),
+        "{}",
+        r.all()
+    );
+    for rank in job.ranks() {
+        assert!(Job::is_running(rank.pid), "rank {} gone", rank.rank);
+        assert!(untraced(rank.pid), "rank {} still traced", rank.rank);
+    }
+}
+
+#[test]
+fn merged_stacks_openmpi() {
+    merged_stacks(Mpi::OpenMpi);
+}
+
+#[test]
+fn merged_stacks_mpich() {
+    merged_stacks(Mpi::Mpich);
 }

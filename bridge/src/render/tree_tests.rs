@@ -78,7 +78,7 @@ fn full_text_draws_the_trie() {
     let drawn = full_text(&tree);
     let expected = "Call stacks of every thread (4 ranks, 12 threads):\n\
         \x20 ranks 0-3: _start\n\
-        \x20 └─ ranks 0-3: __libc_start_main\n\
+        \x20 └─ ranks 0-3: __libc_start_main_impl\n\
         \x20    └─ ranks 0-3: __libc_start_call_main\n\
         \x20       ├─ rank 0: main (barrier_vs_recv.c:54)\n\
         \x20       │  └─ rank 0: PMPI_Barrier\n\

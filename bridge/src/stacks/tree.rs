@@ -50,15 +50,17 @@ pub const MAX_DEPTH: usize = 512;
 pub const ELIDED_LABEL: &str = "...";
 
 /// Frames of the C runtime's start of a program or thread, left out in
-/// [`Mode::Compact`] when they are outermost.
-const START_FRAMES: [&str; 6] = [
-    "_start",
-    "__libc_start_main",
-    "__libc_start_call_main",
-    "start_thread",
-    "clone",
-    "clone3",
-];
+/// [`Mode::Compact`] when they are outermost: `_start`, every
+/// `__libc_start*` (`__libc_start_main`, glibc 2.34's
+/// `__libc_start_main_impl` and `__libc_start_call_main`), `start_thread`,
+/// `clone`, `clone3`.
+fn is_start_frame(name: &str) -> bool {
+    name.starts_with("__libc_start")
+        || matches!(
+            name,
+            "_start" | "start_thread" | "clone" | "clone3" | "__clone" | "__clone3" | "__GI___clone3"
+        )
+}
 
 /// One node of the trie.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -353,7 +355,7 @@ fn compact_path(t: &ThreadStack, p: &ProcessSnapshot) -> Option<(Vec<Key>, Optio
     let mut outer = true;
     for (k, f) in frames.iter().enumerate().rev() {
         let name = f.function.as_deref().unwrap_or_default();
-        if outer && START_FRAMES.contains(&name) {
+        if outer && is_start_frame(name) {
             continue;
         }
         outer = false;

@@ -21,7 +21,7 @@ pub(crate) fn frame(function: &str, object: &str, at: Option<u32>) -> Frame {
 fn start(mut inner: Vec<Frame>) -> Vec<Frame> {
     inner.extend([
         frame("__libc_start_call_main", LIBC, None),
-        frame("__libc_start_main", LIBC, None),
+        frame("__libc_start_main_impl", LIBC, None),
         frame("_start", APP, None),
     ]);
     inner
