@@ -255,6 +255,9 @@ fn formats_dot_csv_and_svg() {
     }
     assert!(r.stdout.contains("fillcolor=tomato"), "{}", r.all());
     assert!(r.stdout.trim_end().ends_with('}'), "{}", r.all());
+    // The merged stacks: every rank in MPI_Wait, one node.
+    assert!(r.stdout.contains("subgraph cluster_stacks {"), "{}", r.all());
+    assert!(r.stdout.contains("[label=\"MPI_Wait\\nranks 0-2 (3)\""), "{}", r.all());
 
     let r = mpiq(&["job", "--starter", &starter, "--format", "csv", "--samples", "1"]);
     assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
@@ -288,6 +291,7 @@ fn formats_dot_csv_and_svg() {
     assert!(r.stdout.contains("Deadlock analysis: DEADLOCK"), "{}", r.all());
     let text = std::fs::read_to_string(&svg).unwrap_or_else(|e| panic!("{}: {e}\n{}", svg.display(), r.all()));
     assert!(text.contains("<svg") && text.contains("rank 2"), "{text}");
+    assert!(text.contains("cluster_stacks") && text.contains("MPI_Wait"), "{text}");
 
     // Without graphviz: a clear error naming the package, before any rank
     // is stopped.
