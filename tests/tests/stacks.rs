@@ -15,7 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use mpiq_tests::frontends::{cli, snapshot, FrontEnd};
+use mpiq_tests::frontends::{cli, queues, snapshot, FrontEnd};
 use mpiq_tests::{gdb, Example, Job, Mpi};
 use serde_json::Value;
 
@@ -106,6 +106,18 @@ fn the_same_where_from_every_front_end(mpi: Mpi) {
         for fe in FrontEnd::ALL {
             assert_eq!(where_of(fe, rank.pid), want, "{fe:?}, rank {} under {mpi}", rank.rank);
         }
+    }
+    // By default, the text of every front end says it in one line, without
+    // the frames (those come with --stacks).
+    let pid = job.pid_of(0);
+    for fe in FrontEnd::ALL {
+        let r = queues(fe, pid, "");
+        let text = r.all();
+        assert!(
+            text.contains(&format!("\n  where: {want}\n")),
+            "{fe:?} under {mpi}:\n{text}"
+        );
+        assert!(!text.contains("  Threads ("), "{fe:?} under {mpi}:\n{text}");
     }
 }
 
