@@ -32,7 +32,7 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
     let mut cached = Cached::new(target);
     let target: &mut dyn Target = &mut cached;
     let mut snap = queues(target, opts)?;
-    if opts.reads_stacks() {
+    if !opts.no_stacks {
         // Also when the queues could not be read: where each thread is
         // matters most then.
         snap.stacks = Some(match target.stacks() {

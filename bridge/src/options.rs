@@ -48,11 +48,9 @@ pub struct DumpOptions {
     pub dll: Option<PathBuf>,
     /// Add per-process counters (`stats`) to the snapshot.
     pub stats: bool,
-    /// Show every frame of every thread (`--stacks`); without it the text
-    /// shows where each process is in one line.
+    /// Show every frame (`--stacks`), not only where each process is.
     pub stacks: bool,
-    /// Do not read call stacks at all (`--no-stacks`): no `stacks` in the
-    /// snapshot, no where line, no merged stacks.
+    /// Read no call stacks (`--no-stacks`).
     pub no_stacks: bool,
     /// Record every answer the targets give into this file (`mpiq replay` reads it).
     pub record: Option<PathBuf>,
@@ -447,11 +445,6 @@ impl DumpOptions {
         Self::parse(&split_words(line)?)
     }
 
-    /// Whether call stacks are read: unless `--no-stacks`.
-    pub fn reads_stacks(&self) -> bool {
-        !self.no_stacks
-    }
-
     /// Whether a queue is selected.
     pub fn wants_queue(&self, q: QueueKind) -> bool {
         self.queues.is_empty() || self.queues.contains(&q)
@@ -590,11 +583,8 @@ mod tests {
         assert!(DumpOptions::parse_line("--timeout -1").is_err());
         assert!(DumpOptions::parse(&["", "--all", ""]).unwrap().all);
         // Stacks are read by default; --stacks shows every frame.
-        assert!(DumpOptions::default().reads_stacks());
-        let o = DumpOptions::parse_line("--no-stacks").unwrap();
-        assert!(!o.reads_stacks() && !o.stacks);
-        let o = DumpOptions::parse_line("--stacks").unwrap();
-        assert!(o.reads_stacks() && o.stacks);
+        let [no, every] = ["--no-stacks", "--stacks"].map(|l| DumpOptions::parse_line(l).unwrap());
+        assert!(!DumpOptions::default().no_stacks && no.no_stacks && !no.stacks && every.stacks && !every.no_stacks);
     }
 
     #[test]
