@@ -89,8 +89,10 @@ fn path_words(labels: &[String]) -> String {
     parts.join(" > ")
 }
 
-/// The ranks without stacks, grouped by why: ("ranks 4 and 5", why).
+/// The ranks without stacks, grouped by why: ("ranks 4 and 5", "no call
+/// stacks: why"; just why when no rank has stacks).
 fn without_lines(tree: &StackTree) -> Vec<(String, String)> {
+    let prefix = if tree.is_empty() { "" } else { "no call stacks: " };
     let mut groups: Vec<(Vec<i64>, &str)> = Vec::new();
     for (rank, why) in &tree.without_stacks {
         match groups.iter_mut().find(|g| g.1 == why.as_str()) {
@@ -100,13 +102,16 @@ fn without_lines(tree: &StackTree) -> Vec<(String, String)> {
     }
     groups
         .into_iter()
-        .map(|(ranks, why)| (ranks_text(&ranks), format!("no call stacks ({why})")))
+        .map(|(ranks, why)| (ranks_text(&ranks), format!("{prefix}{why}")))
         .collect()
 }
 
 /// The compact view: a title and one line per leaf, the ranks in one
 /// column.
 pub fn compact_text(tree: &StackTree) -> String {
+    if tree.is_empty() {
+        return aligned("Where the ranks are (no call stacks):\n".into(), &without_lines(tree));
+    }
     let mut title = format!(
         "Where the ranks are ({}, {}",
         count(tree.ranks().len(), "rank"),
@@ -153,6 +158,9 @@ fn node_words(n: &StackNode) -> String {
 /// The full view: the trie, one line per node, children indented under
 /// their parent with `├─`/`└─`.
 pub fn full_text(tree: &StackTree) -> String {
+    if tree.is_empty() {
+        return aligned("Call stacks of every thread (none):\n".into(), &without_lines(tree));
+    }
     let mut out = format!(
         "Call stacks of every thread ({}, {}):\n",
         count(tree.ranks().len(), "rank"),

@@ -62,14 +62,28 @@ fn ranks_without_stacks_and_threads_of_one_rank() {
         text.starts_with("Where the ranks are (4 ranks, 5 application threads;"),
         "{text}"
     );
-    assert!(text.contains("\n  ranks 4 and 5: no call stacks (gone)\n"), "{text}");
+    assert!(text.contains("\n  ranks 4 and 5: no call stacks: gone\n"), "{text}");
     assert!(
         text.contains("\n  rank 1:        main > MPI_Recv (barrier_vs_recv.c:48)\n"),
         "{text}"
     );
     let full = full_text(&StackTree::build(&s, Mode::Full));
     assert!(full.contains("\n  ranks 0-3 (5 threads): _start\n"), "{full}");
-    assert!(full.contains("\n  ranks 4 and 5: no call stacks (gone)\n"), "{full}");
+    assert!(full.contains("\n  ranks 4 and 5: no call stacks: gone\n"), "{full}");
+    // No rank with stacks: why, once per group.
+    for p in &mut s.processes {
+        p.stacks = None;
+        p.error = Some("gone".into());
+    }
+    let none = StackTree::build(&s, Mode::Compact);
+    assert_eq!(
+        compact_text(&none),
+        "Where the ranks are (no call stacks):\n  ranks 0-5: gone\n"
+    );
+    assert_eq!(
+        full_text(&StackTree::build(&s, Mode::Full)),
+        "Call stacks of every thread (none):\n  ranks 0-5: gone\n"
+    );
 }
 
 #[test]
