@@ -100,10 +100,18 @@ fn without_lines(tree: &StackTree) -> Vec<(String, String)> {
             None => groups.push((vec![*rank], why)),
         }
     }
-    groups
+    let mut lines: Vec<(String, String)> = groups
         .into_iter()
         .map(|(ranks, why)| (ranks_text(&ranks), format!("{prefix}{why}")))
-        .collect()
+        .collect();
+    if !tree.no_thread_shown.is_empty() {
+        let what = match tree.mode {
+            Mode::Compact => "no application thread (only the MPI runtime's)",
+            Mode::Full => "no thread",
+        };
+        lines.push((ranks_text(&tree.no_thread_shown), what.to_string()));
+    }
+    lines
 }
 
 /// The compact view: a title and one line per leaf, the ranks in one
@@ -248,6 +256,11 @@ pub fn tree_json(tree: &StackTree) -> Value {
             .map(|(rank, why)| json!({ "rank": rank, "why": why }))
             .collect();
         o.insert("without_stacks".into(), Value::from(without));
+        let ranges: Vec<Value> = rank_ranges(&tree.no_thread_shown)
+            .into_iter()
+            .map(|[a, b]| json!([a, b]))
+            .collect();
+        o.insert("no_thread_shown".into(), Value::from(ranges));
     }
     v
 }

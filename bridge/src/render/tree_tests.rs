@@ -51,6 +51,9 @@ fn ranks_without_stacks_and_threads_of_one_rank() {
     if let Some(st) = s.processes[1].stacks.as_mut() {
         st.threads.push(second);
     }
+    s.processes
+        .push(process(6, vec![crate::stacks::tree::tests::service(61)]));
+    s.processes.push(process(7, vec![]));
     for r in [4, 5] {
         let mut p = process(r, vec![]);
         p.stacks = None;
@@ -64,11 +67,19 @@ fn ranks_without_stacks_and_threads_of_one_rank() {
     );
     assert!(text.contains("\n  ranks 4 and 5: no call stacks: gone\n"), "{text}");
     assert!(
+        text.contains("\n  ranks 6 and 7: no application thread (only the MPI runtime's)\n"),
+        "{text}"
+    );
+    let v = tree_json(&StackTree::build(&s, Mode::Compact));
+    assert_eq!(v["no_thread_shown"], json!([[6, 7]]));
+    assert_eq!(v["without_stacks"][0], json!({"rank": 4, "why": "gone"}));
+    assert!(
         text.contains("\n  rank 1:        main > MPI_Recv (barrier_vs_recv.c:48)\n"),
         "{text}"
     );
     let full = full_text(&StackTree::build(&s, Mode::Full));
     assert!(full.contains("\n  ranks 0-3 (5 threads): _start\n"), "{full}");
+    assert!(full.contains("\n  rank 7: no thread\n"), "{full}");
     assert!(full.contains("\n  ranks 4 and 5: no call stacks: gone\n"), "{full}");
     // No rank with stacks: why, once per group.
     for p in &mut s.processes {
@@ -78,11 +89,11 @@ fn ranks_without_stacks_and_threads_of_one_rank() {
     let none = StackTree::build(&s, Mode::Compact);
     assert_eq!(
         compact_text(&none),
-        "Where the ranks are (no call stacks):\n  ranks 0-5: gone\n"
+        "Where the ranks are (no call stacks):\n  ranks 0-7: gone\n"
     );
     assert_eq!(
         full_text(&StackTree::build(&s, Mode::Full)),
-        "Call stacks of every thread (none):\n  ranks 0-5: gone\n"
+        "Call stacks of every thread (none):\n  ranks 0-7: gone\n"
     );
 }
 

@@ -117,6 +117,9 @@ pub struct StackTree {
     pub hidden_service_threads: usize,
     /// Processes without call stacks: their world rank and why.
     pub without_stacks: Vec<(i64, String)>,
+    /// Processes whose stacks hold no thread the tree shows (compact: only
+    /// the MPI runtime's threads, or none at all): their world ranks.
+    pub no_thread_shown: Vec<i64>,
 }
 
 impl StackTree {
@@ -160,6 +163,7 @@ impl StackTree {
         let mut b = Builder::default();
         let mut hidden = 0;
         let mut without = Vec::new();
+        let mut empty = Vec::new();
         for p in &snapshot.processes {
             let rank = p.world_rank.map_or(-1, i64::from);
             let Some(st) = &p.stacks else {
@@ -171,6 +175,7 @@ impl StackTree {
                 without.push((rank, why.clone()));
                 continue;
             }
+            let before = b.nodes[0].tasks.len();
             for t in &st.threads {
                 let task = (rank, t.tid);
                 let path = match mode {
@@ -182,12 +187,16 @@ impl StackTree {
                     None => hidden += 1,
                 }
             }
+            if b.nodes[0].tasks.len() == before {
+                empty.push(rank);
+            }
         }
         StackTree {
             mode,
             roots: b.finish(),
             hidden_service_threads: hidden,
             without_stacks: without,
+            no_thread_shown: empty,
         }
     }
 }
