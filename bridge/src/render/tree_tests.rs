@@ -163,3 +163,20 @@ fn dot_adds_a_cluster_to_the_graph() {
     assert_eq!(with_stacks_dot(graph, &empty), graph);
     assert_eq!(dot_quote("a \"b\"\nc\\"), "\"a \\\"b\\\"\\nc\\\\\"");
 }
+
+#[test]
+fn the_json_of_a_deep_tree_parses_back() {
+    let mut s = barrier_vs_recv();
+    let deep = (0..5000u32).map(|i| frame("recurse", APP, Some(i % 5 + 1)));
+    if let Some(st) = s.processes[0].stacks.as_mut() {
+        st.threads[0].frames.splice(3..3, deep);
+    }
+    let tree = StackTree::build(&s, Mode::Full);
+    assert_eq!(tree.as_one_node().label, "/");
+    let mut report = serde_json::Map::new();
+    report.insert("stack_tree".into(), tree_json(&tree));
+    let text = serde_json::to_string_pretty(&report).unwrap();
+    let back: Value = serde_json::from_str(&text).expect("within serde_json's nesting limit");
+    assert_eq!(back["stack_tree"]["threads"], 12);
+    assert!(full_text(&tree).contains("─ rank 0: ...\n"), "{}", full_text(&tree));
+}

@@ -40,10 +40,12 @@ pub const SERVICE_LABEL: &str = "[MPI runtime threads]";
 pub const ROOT_LABEL: &str = "/";
 
 /// The most frames of one thread the tree keeps: the outermost and the
-/// innermost halves, with a node [`ELIDED_LABEL`] between them (so that
-/// what walks the tree recursively, rendering and dropping it, stays
-/// shallow whatever a stack holds).
-pub const MAX_DEPTH: usize = 512;
+/// innermost halves, with a node [`ELIDED_LABEL`] between them. So what
+/// walks the tree recursively (dropping, cloning, serializing it) stays
+/// shallow whatever a stack holds, and its JSON (two levels per node) stays
+/// within the nesting JSON parsers accept by default (serde_json: 128).
+/// Every frame of every thread is in the snapshot's `stacks`.
+pub const MAX_DEPTH: usize = 56;
 
 /// The label of the node that stands for the frames left out of a stack
 /// deeper than [`MAX_DEPTH`].
