@@ -56,7 +56,14 @@ pub fn render_text(a: &Analysis) -> String {
         let _ = writeln!(out, "  cycle: {}", ring.join(" -> "));
     }
     let lists = [
-        ("blocked behind a cycle", &a.blocked),
+        (
+            if a.stalled {
+                "stalled (no cycle could be resolved)"
+            } else {
+                "blocked behind a cycle"
+            },
+            &a.blocked,
+        ),
         ("could not be read", &a.unknown_ranks),
         ("undecided", &a.undecided),
         ("progressing", &a.progressing),

@@ -78,7 +78,7 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
             Target::Unresolved { others },
             false,
             words,
-            Some(format!("rank {r}: {why}")),
+            Some(why),
         )]
     };
     let Some(&pi) = scene.job.procs.get(&r) else {
