@@ -28,11 +28,14 @@ pub enum Example {
     Sessions,
     /// `barrier_vs_recv.c`: rank 0 in `MPI_Barrier`, the others in `MPI_Recv` from rank 0.
     BarrierVsRecv,
+    /// `deep_stack.c [DEPTH]`: DEPTH frames of recursion, then rank 0 in `MPI_Barrier`, the
+    /// others in `pause()` (benchmarks and bounds; harness default depth 100).
+    DeepStack,
 }
 
 impl Example {
     /// Every example, in a stable order.
-    pub const ALL: [Example; 8] = [
+    pub const ALL: [Example; 9] = [
         Example::Ring,
         Example::NamedComms,
         Example::Unexpected,
@@ -41,6 +44,7 @@ impl Example {
         Example::ManyOps,
         Example::Sessions,
         Example::BarrierVsRecv,
+        Example::DeepStack,
     ];
 
     /// The file stem: `examples/<name>.c`, and the executable's name.
@@ -54,6 +58,7 @@ impl Example {
             Example::ManyOps => "many_ops",
             Example::Sessions => "sessions",
             Example::BarrierVsRecv => "barrier_vs_recv",
+            Example::DeepStack => "deep_stack",
         }
     }
 
@@ -62,7 +67,7 @@ impl Example {
     pub const fn default_nprocs(self) -> usize {
         match self {
             Example::Deadlock => 3,
-            Example::ManyOps => 2,
+            Example::ManyOps | Example::DeepStack => 2,
             _ => 4,
         }
     }
@@ -72,7 +77,7 @@ impl Example {
     /// [`crate::JobBuilder::args`] for the program's own default of 1000). Others get none.
     pub const fn default_args(self) -> &'static [&'static str] {
         match self {
-            Example::ManyOps => &["100"],
+            Example::ManyOps | Example::DeepStack => &["100"],
             _ => &[],
         }
     }

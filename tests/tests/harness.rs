@@ -69,6 +69,7 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     openmpi_many_ops: OpenMpi, ManyOps;
     openmpi_sessions: OpenMpi, Sessions;
     openmpi_barrier_vs_recv: OpenMpi, BarrierVsRecv;
+    openmpi_deep_stack: OpenMpi, DeepStack;
     mpich_ring: Mpich, Ring;
     mpich_named_comms: Mpich, NamedComms;
     mpich_unexpected: Mpich, Unexpected;
@@ -77,12 +78,13 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     mpich_many_ops: Mpich, ManyOps;
     mpich_sessions: Mpich, Sessions;
     mpich_barrier_vs_recv: Mpich, BarrierVsRecv;
+    mpich_deep_stack: Mpich, DeepStack;
 }
 
 #[test]
 fn every_example_has_a_start_test() {
     // The macro above must list every (MPI, example) pair.
-    assert_eq!(Example::ALL.len() * Mpi::all().len(), 16);
+    assert_eq!(Example::ALL.len() * Mpi::all().len(), 18);
 }
 
 #[test]
