@@ -10,7 +10,16 @@
  *   rank 2:  prints READY, then MPI_Recv(1 int, source 0, tag 7)
  *            (never returns).
  *
- * QUEUES_PLACEHOLDER
+ * Queues on MPI_COMM_WORLD (both MPIs; Open MPI lengths in bytes, MPICH in
+ * elements; sends empty everywhere; unexpected: MPICH empty, Open MPI not
+ * available):
+ *   rank 0:  receives: 1, MPI_ANY_SOURCE, tag 5, 1 MPI_INT, pending (posted
+ *            inside MPI_Recv, after READY).
+ *   rank 1:  receives: 1, from local rank 2, tag 6, 1 MPI_INT, pending.
+ *   rank 2:  receives: 1, from local rank 0, tag 7, 1 MPI_INT, pending (posted
+ *            inside MPI_Recv, after READY).
+ * Where the ranks are (gdb): ranks 0 and 2 in PMPI_Recv from main; rank 1 in
+ * usleep -> nanosleep from main (clock_nanosleep, "computing").
  *
  * Designed verdict (Open MPI 4.1.4 and MPICH 4.0.2): no deadlock. Rank 1 is
  * computing, so it may still send to rank 0 (tag 5), which satisfies rank 0's
@@ -42,7 +51,8 @@ int main(int argc, char **argv)
 
     if (rank == 0) {
         mpiq_ready(rank);
-        MPI_Recv(&value, 1, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE); /* never returns */
+        /* never returns */
+        MPI_Recv(&value, 1, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else if (rank == 1) {
         MPI_Irecv(&pending, 1, MPI_INT, 2, 6, MPI_COMM_WORLD, &req);
         mpiq_ready(rank);

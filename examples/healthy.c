@@ -9,7 +9,10 @@
  * READY is printed once, after step 0. The job never ends by itself: it
  * runs until killed (or until MPIQ_EXAMPLE_LIFETIME ends it).
  *
- * QUEUES_PLACEHOLDER
+ * Queues: nothing fixed. They change at every step: mostly empty, at times
+ * one posted receive (from the left neighbour, tag = the current step) or a
+ * message not yet received. Where the ranks are (gdb): most of the time in
+ * usleep -> nanosleep from main; at times in PMPI_Sendrecv.
  *
  * Designed verdict (Open MPI 4.1.4 and MPICH 4.0.2): no deadlock: the ranks
  * progress (two samples show them moving between MPI_Sendrecv and usleep, and

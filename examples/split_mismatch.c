@@ -14,7 +14,19 @@
  * MPI_COMM_WORLD; ranks 2 and 3 wait on MPI_COMM_WORLD for rank 0, which
  * never comes.
  *
- * QUEUES_PLACEHOLDER
+ * Queues (verified on both MPIs, every rank in its last barrier): nothing
+ * pending on any communicator of any rank. The barriers' own messages are not
+ * listed: Open MPI hides their negative tags (ompi_msgq_dll.c:1111-1120);
+ * MPICH sends them on the communicators' collective contexts, which its
+ * debug library does not show. Communicators: MPI_COMM_WORLD and one of
+ *   "low":  size 2, world ranks 0, 1 (local rank = r),
+ *   "high": size 2, world ranks 2, 3 (local rank = r - 2);
+ * Open MPI lists their world ranks, MPICH does not (only WORLD's and SELF's).
+ * Where the ranks are (gdb, both MPIs): rank 0 in PMPI_Barrier from main
+ * (Open MPI: ompi_coll_base_barrier_intra_recursivedoubling; MPICH:
+ * MPIR_Barrier_intra_dissemination under MPIR_Barrier_intra_smp), ranks 1-3
+ * in PMPI_Barrier on MPI_COMM_WORLD (Open MPI: basic_linear, in
+ * mca_pml_ob1_recv).
  *
  * Designed verdict (Open MPI 4.1.4 and MPICH 4.0.2): deadlock, cycle [0,1]
  * (a collective mismatch: rank 0 is in MPI_Barrier on "low" and waits for

@@ -13,7 +13,21 @@
  *   rank 1:  prints READY, then MPI_Recv(1 int, source 0, tag 8,
  *            MPI_COMM_WORLD) (never returns).
  *
- * QUEUES_PLACEHOLDER
+ * Queues on MPI_COMM_WORLD (the same for "compute" and "join"; sends empty;
+ * unexpected: MPICH empty, Open MPI not available), each posted inside
+ * MPI_Recv, after READY:
+ *   rank 0:  receives: 1, from local rank 1, tag 7, 1 MPI_INT (thread A's).
+ *   rank 1:  receives: 1, from local rank 0, tag 8, 1 MPI_INT.
+ * MPICH reports both pending. Open MPI reports them COMPLETE although they
+ * are not: with threads in use, a blocking call stores a pointer to its
+ * ompi_wait_sync_t in the request's req_complete (request.h:427) and the
+ * debug library reads that field as a one-byte bool (ompi_msgq_dll.c:1128-
+ * 1136); "pending" only when the pointer's low byte happens to be 0.
+ * Where the threads are (gdb): rank 0's thread A in PMPI_Recv from thread_a
+ * (Open MPI: ompi_sync_wait_mt under mca_pml_ob1_recv), its main thread in
+ * usleep -> nanosleep ("compute") or __pthread_clockjoin_ex, a futex wait
+ * without time-out ("join"); rank 1's main thread in PMPI_Recv from main.
+ * Open MPI ranks also have its two service threads (poll, epoll_wait).
  *
  * Designed verdict (Open MPI 4.1.4 and MPICH 4.0.2):
  *   compute: no deadlock: rank 0's main thread computes and may still send

@@ -12,7 +12,23 @@
  *   rank 2:  prints READY, then loops forever in usleep(100 ms) without
  *            calling MPI ("computing").
  *
- * QUEUES_PLACEHOLDER
+ * Queues on MPI_COMM_WORLD (the same for "any" and "all"; sends empty
+ * everywhere; unexpected: MPICH empty, Open MPI not available):
+ *   rank 0:  receives: 2: from local rank 1, tag 1 and from local rank 2,
+ *            tag 2, 1 MPI_INT each (Open MPI length 4, MPICH 1). MPICH lists
+ *            them in posting order, pending. Open MPI lists them in its
+ *            free-list order (tag 2 first) and, once the rank is in
+ *            MPI_Waitany/MPI_Waitall, reports them COMPLETE although they are
+ *            not: the wait stores a pointer to its ompi_wait_sync_t in each
+ *            request's req_complete (req_wait.c:110 Waitany, 218 Waitall),
+ *            and the debug library reads that field as a one-byte bool
+ *            (ompi_msgq_dll.c:1128-1136); "pending" only when the pointer's
+ *            low byte happens to be 0.
+ *   rank 1:  receives: 1, from local rank 0, tag 9, 1 MPI_INT, pending (posted
+ *            inside MPI_Recv, after READY).
+ *   rank 2:  nothing.
+ * Where the ranks are (gdb): rank 0 in PMPI_Waitany (PMPI_Waitall) from main;
+ * rank 1 in PMPI_Recv; rank 2 in usleep -> nanosleep ("computing").
  *
  * Designed verdict (Open MPI 4.1.4 and MPICH 4.0.2):
  *   any: no deadlock. Rank 2 computes and may still send tag 2 to rank 0,

@@ -73,9 +73,9 @@ fn ints(mpi: Mpi, n: i64) -> i64 {
 /// The status to expect of a receive whose request an Open MPI rank is blocked on in
 /// `MPI_Waitany`/`MPI_Waitall` (any `MPI_THREAD_MULTIPLE` blocking call, too): none, i.e.
 /// do not check it. Open MPI 4.1.4 then stores a pointer to the waiter's `ompi_wait_sync_t`
-/// (on its stack) in `req_complete` (req_wait.c:118, request.h:426), and its debug library
-/// reads that field as a one-byte bool (ompi_msgq_dll.c:1128-1136, ompi_fetch_bool): the
-/// operation shows as "complete", or "pending" when the pointer's low byte happens to be 0.
+/// (on its stack) in `req_complete` (req_wait.c:110, 218, 414; request.h:427), and its debug
+/// library reads that field as a one-byte bool (ompi_msgq_dll.c:1128-1136, ompi_fetch_bool):
+/// the operation shows as "complete", or "pending" when the pointer's low byte happens to be 0.
 /// MPICH reports such receives "pending".
 fn ompi_blocked_status(mpi: Mpi) -> Option<&'static str> {
     if mpi.is_open_mpi() {

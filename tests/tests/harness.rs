@@ -106,7 +106,11 @@ fn the_other_variants_start() {
             let job = Job::builder(mpi, example).args([arg]).start();
             assert_eq!(job.ranks().len(), example.default_nprocs());
             for r in job.ranks() {
-                assert!(Job::is_running(r.pid), "{example} {arg} under {mpi}: rank {} runs", r.rank);
+                assert!(
+                    Job::is_running(r.pid),
+                    "{example} {arg} under {mpi}: rank {} runs",
+                    r.rank
+                );
             }
             let started = job.processes().to_vec();
             drop(job);
@@ -118,7 +122,12 @@ fn the_other_variants_start() {
 /// The examples that must run on exactly their default rank count refuse any other.
 #[test]
 fn fixed_size_examples_refuse_other_sizes() {
-    for example in [Example::SplitMismatch, Example::AnySourceComputing, Example::Waitany, Example::Threads] {
+    for example in [
+        Example::SplitMismatch,
+        Example::AnySourceComputing,
+        Example::Waitany,
+        Example::Threads,
+    ] {
         let err = Job::builder(Mpi::Mpich, example)
             .nprocs(example.default_nprocs() + 1)
             .ready_timeout(Duration::from_secs(30))
