@@ -289,7 +289,12 @@ fn stacks_survive_corrupt_stacks() {
             }
         }
         if !bad.is_empty() {
-            failures.push(format!("seed {seed:#x} ({}; {}): {}", c.name, what.join(", "), bad.join("; ")));
+            failures.push(format!(
+                "seed {seed:#x} ({}; {}): {}",
+                c.name,
+                what.join(", "),
+                bad.join("; ")
+            ));
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -299,5 +304,10 @@ fn stacks_survive_corrupt_stacks() {
         slowest.as_millis(),
         failures.len()
     );
-    assert!(failures.is_empty(), "{} cases failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
