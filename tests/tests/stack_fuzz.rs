@@ -246,7 +246,7 @@ fn stacks_survive_corrupt_stacks() {
         let bad = check(&r.json_exact());
         assert!(bad.is_empty(), "{}: the unmutated core: {bad:?}\n{r}", c.name);
     }
-    let cases = env_u64("MPIQ_STACK_FUZZ_CASES", 160);
+    let cases = env_u64("MPIQ_STACK_FUZZ_CASES", 60);
     let first = env_u64("MPIQ_STACK_FUZZ_SEED", 0x5eed_0012);
     let mut failures = Vec::new();
     let mut slowest = Duration::ZERO;
