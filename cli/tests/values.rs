@@ -229,9 +229,7 @@ fn live_and_core(opt: &str) {
     let names = {
         let mut p = mpiq_cli::LiveProcess::attach(pid).unwrap();
         let names = check_values(&mut p, tid, &printed, &what);
-        // Asked before any stacks() too (it unwinds then).
-        let mut q = p;
-        q.detach().unwrap();
+        p.detach().unwrap();
         names
     };
     assert_running(pid);
@@ -267,4 +265,29 @@ fn frame_values_match_the_program_and_gdb_at_o0() {
 #[test]
 fn frame_values_match_the_program_and_gdb_at_o2() {
     live_and_core("-O2");
+}
+
+/// An executable without DWARF (`strip --strip-debug`: its `.symtab`
+/// still names the frames) has no values, and says so without an error.
+#[test]
+fn without_dwarf_there_are_no_values() {
+    if !tools_present() || !common::have("strip") {
+        return;
+    }
+    let exe = build("-O2");
+    let r = run(Command::new("strip").arg("--strip-debug").arg(&exe.exe));
+    assert!(r.success, "{r}");
+    let (fx, _) = start(&exe.exe);
+    let pid = fx.pid();
+    let tid = pid as u64;
+    let mut p = mpiq_cli::LiveProcess::attach(pid).unwrap();
+    let names = names(&mut p, tid);
+    let block = frame_of(&names, "fv_block", 0);
+    let recurse = frame_of(&names, "fv_recurse", 2);
+    for name in ["tag", "buf", "count", "local"] {
+        assert_eq!(p.frame_value(tid, block, name).unwrap(), None, "{name}");
+    }
+    assert_eq!(p.frame_value(tid, recurse, "depth").unwrap(), None);
+    p.detach().unwrap();
+    assert_running(pid);
 }

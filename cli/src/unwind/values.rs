@@ -399,6 +399,57 @@ fn scalar_of(debug: &DebugInfo, ty: Option<DieRef>, address_size: u8) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::unwind::{Regs, Unwinder};
+    use crate::LiveProcess;
+
+    /// Stacks of garbage registers against this very process (its memory,
+    /// its objects and their DWARF), with their frames' DIEs, registers and
+    /// CFAs scrambled further: every question ends, with a value, none or
+    /// an unreadable-memory error, never a panic.
+    #[test]
+    fn garbage_frames_never_panic() {
+        let me = LiveProcess::open(std::process::id() as i32).unwrap();
+        let objects = me.image().objects();
+        let mut u = Unwinder::with_max_frames(16);
+        let local = 0u64;
+        let sp = std::ptr::addr_of!(local) as u64;
+        let code = garbage_frames_never_panic as *const () as usize as u64;
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let names = ["me", "u", "local", "sp", "x", "self", "f", "regs", "buf", "no_such"];
+        let mut answered = 0;
+        for round in 0..150 {
+            let mut regs: Regs = [None; 17];
+            for r in regs.iter_mut() {
+                *r = Some(next());
+            }
+            regs[7] = Some(sp.wrapping_add(next() % 2048));
+            regs[6] = Some(sp.wrapping_add(next() % 4096));
+            regs[16] = Some(code.wrapping_add(next() % 512));
+            let mut s = u.thread_stack(objects, me.memory(), 1, &regs);
+            if round % 2 == 1 {
+                for st in s.states.iter_mut() {
+                    st.die = st.die.map(|d| d.wrapping_add((next() % 64) as usize));
+                    st.function_die = st.function_die.map(|d| (next() % 0x10_0000) as usize ^ d);
+                    st.cfa = Some(next());
+                    st.regs[(next() % 17) as usize] = None;
+                }
+            }
+            for frame in 0..s.frames.len() + 1 {
+                for name in names {
+                    if let Ok(Some(_)) = u.frame_value(&s, frame, name, me.memory()) {
+                        answered += 1;
+                    }
+                }
+            }
+        }
+        eprintln!("{answered} answers");
+    }
 
     #[test]
     fn values_are_cut_to_their_size_and_sign_extended() {
