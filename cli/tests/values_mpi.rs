@@ -164,8 +164,23 @@ fn check(mpi: Mpi) {
                 (_, None) => eprintln!("{what}: {name} not recoverable (entry value only)"),
             }
         }
+        // Open MPI: the PML's receive below, whose comm and tag are entry
+        // values that libmpi's own call site in PMPI_Recv may give.
+        let pml = names.iter().position(|n| n == "mca_pml_ob1_recv");
+        if let Some(j) = pml {
+            for (name, want) in [("comm", comm), ("src", 0), ("tag", 3), ("count", 1), ("addr", buf)] {
+                let v = value(&mut p, pid, j, name);
+                eprintln!("{what}: frame {j} (mca_pml_ob1_recv): {name} = {v:x?}");
+                if let Some(v) = v {
+                    assert_eq!(v, want, "{what}: {name} in mca_pml_ob1_recv");
+                }
+            }
+        }
         p.detach().unwrap();
         assert!(Job::is_running(pid));
+        if pml.is_some() {
+            same_as_gdb(pid, "mca_pml_ob1_recv", &what);
+        }
         let functions: std::collections::BTreeSet<&String> = frames.iter().map(|&j| &names[j]).collect();
         for f in functions {
             same_as_gdb(pid, f, &what);
