@@ -128,6 +128,15 @@ fn check(mpi: Mpi) {
             eprintln!("{what}: {names:?}");
             let comm = world(&mut p);
             assert_eq!(value(&mut p, pid, i, "comm"), Some(comm), "{what}: {names:?}");
+            if mpi == Mpi::Mpich {
+                // The outermost MPIR_Barrier_impl has WORLD's MPIR_Comm
+                // (inner ones: node sub-communicators).
+                let builtin = p.find_symbol("MPIR_Comm_builtin").unwrap().expect("MPIR_Comm_builtin");
+                match names.iter().rposition(|n| n == "MPIR_Barrier_impl") {
+                    Some(j) => assert_eq!(value(&mut p, pid, j, "comm_ptr"), Some(builtin), "{what}: {names:?}"),
+                    None => eprintln!("{what}: no MPIR_Barrier_impl frame this time: {names:?}"),
+                }
+            }
             p.detach().unwrap();
             assert!(Job::is_running(pid));
             same_as_gdb(pid, &names[i], &what);
