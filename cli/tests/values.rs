@@ -28,6 +28,10 @@ impl Drop for Exe {
 }
 
 fn build(opt: &str) -> Exe {
+    build_with(opt, &[])
+}
+
+fn build_with(opt: &str, defines: &[&str]) -> Exe {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("mpiq-values-{}-{n}{opt}", std::process::id()));
@@ -35,7 +39,12 @@ fn build(opt: &str) -> Exe {
     std::fs::create_dir_all(&dir).unwrap();
     let exe = dir.join("values");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/values.c");
-    let r = run(Command::new("gcc").args(["-g", opt, "-o"]).arg(&exe).arg(&src));
+    let r = run(Command::new("gcc")
+        .args(["-g", opt])
+        .args(defines)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src));
     assert!(r.success, "gcc failed:\n{r}");
     Exe { dir, exe }
 }
@@ -288,6 +297,47 @@ fn without_dwarf_there_are_no_values() {
         assert_eq!(p.frame_value(tid, block, name).unwrap(), None, "{name}");
     }
     assert_eq!(p.frame_value(tid, recurse, "depth").unwrap(), None);
+    p.detach().unwrap();
+    assert_running(pid);
+}
+
+/// A tail call between two frames (`-DFV_TAIL`: main calls fv_tail(1,
+/// fv_arr), which jumps to fv_recurse(0, fv_arr + 1) and is on no stack):
+/// main's call site is fv_tail's, so entry values of the outermost
+/// fv_recurse must not come from it. Every value given is right; the
+/// pointer that only the call site could give (fv_arr, one element off) is
+/// never given.
+#[test]
+fn a_tail_call_between_gives_no_wrong_entry_values() {
+    if !tools_present() {
+        return;
+    }
+    let exe = build_with("-O2", &["-DFV_TAIL"]);
+    let (fx, printed) = start(&exe.exe);
+    let pid = fx.pid();
+    let tid = pid as u64;
+    let buf = printed["buf"];
+    let mut p = mpiq_cli::LiveProcess::attach(pid).unwrap();
+    let names = names(&mut p, tid);
+    assert!(!names.iter().any(|n| n == "fv_tail"), "{names:?}");
+    for (n, depth) in [3u64, 2, 1, 0].into_iter().enumerate() {
+        let frame = frame_of(&names, "fv_recurse", n);
+        let got = p.frame_value(tid, frame, "depth").unwrap();
+        assert!(
+            got.is_none() || got == Some(depth),
+            "depth in fv_recurse #{n}: {got:x?}"
+        );
+        let got = p.frame_value(tid, frame, "p").unwrap();
+        eprintln!("fv_recurse #{n}: p = {got:x?} (right: {buf:#x})");
+        assert!(
+            got.is_none() || got == Some(buf),
+            "p in fv_recurse #{n}: {got:x?}, right {buf:#x}"
+        );
+    }
+    let block = frame_of(&names, "fv_block", 0);
+    for name in ["tag", "buf", "count"] {
+        assert_eq!(p.frame_value(tid, block, name).unwrap(), Some(printed[name]), "{name}");
+    }
     p.detach().unwrap();
     assert_running(pid);
 }

@@ -173,8 +173,10 @@ fn check(mpi: Mpi) {
                 (_, None) => eprintln!("{what}: {name} not recoverable (entry value only)"),
             }
         }
-        // Open MPI: the PML's receive below, whose comm and tag are entry
-        // values that libmpi's own call site in PMPI_Recv may give.
+        // Open MPI: the PML's receive below, whose arguments are entry
+        // values; PMPI_Recv calls it through a pointer its call site does
+        // not name, so (as gdb) mpiq gives none rather than guess; any
+        // value given must be right.
         let pml = names.iter().position(|n| n == "mca_pml_ob1_recv");
         if let Some(j) = pml {
             for (name, want) in [("comm", comm), ("src", 0), ("tag", 3), ("count", 1), ("addr", buf)] {

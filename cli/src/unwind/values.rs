@@ -214,13 +214,18 @@ fn name_of(unit: UnitRef<'_, R>, debug: &DebugInfo, e: &gimli::DebuggingInformat
         let s = unit.attr_string(v).ok()?;
         return Some(String::from_utf8_lossy(s.slice()).into_owned());
     }
-    let mut origin = origin_of(unit, debug, e);
+    name_at(debug, origin_of(unit, debug, e)?)
+}
+
+/// The name of the DIE at `r`, its own or its abstract origin's.
+fn name_at(debug: &DebugInfo, r: DieRef) -> Option<String> {
+    let mut at = Some(r);
     for _ in 0..MAX_DEPTH {
-        let die = debug.die(origin?).ok()?;
+        let die = debug.die(at?).ok()?;
         if die.name.is_some() {
             return die.name;
         }
-        origin = die.abstract_origin;
+        at = die.abstract_origin;
     }
     None
 }

@@ -143,22 +143,46 @@ impl Eval<'_> {
         let f = self.frames.get(at.index)?;
         let ci = self.frames.iter().position(|c| c.raw == f.raw.wrapping_add(1))?;
         let c = self.frames.get(ci)?;
-        let (ctx, _) = self.dwarfs.dwarf(c.object?)?;
+        let (ctx, debug) = self.dwarfs.dwarf(c.object?)?;
         let unit = unit_at(ctx, c.svma())?;
         let site = call_site(unit, UnitOffset(c.function_die?), c.pc.wrapping_sub(c.bias), register)?;
-        if let (Some(origin), Some(callee)) = (site.origin, self.function_name(f)) {
-            if !same_function(&origin, &callee) {
-                // A tail call between: the site called another function.
-                return None;
-            }
-        }
         let inner = At {
             unit,
             index: ci,
             svma: c.svma(),
             depth: at.depth + 1,
         };
-        as_value(&self.evaluate(&inner, site.value)?, c)
+        // The site must have called this very function: a tail call in
+        // between (on no stack) would have passed other values. As gdb,
+        // an indirect call whose target is not known is not guessed at.
+        match (site.origin, site.target) {
+            (Some(origin), _) => {
+                let called = debug.to_ref(&unit, origin).and_then(|r| super::name_at(debug, r));
+                if let (Some(called), Some(callee)) = (called, self.function_name(f)) {
+                    if !same_function(&called, &callee) {
+                        return None;
+                    }
+                }
+            }
+            (None, Some(target)) => {
+                let entry = self.function_entry(f)?;
+                let called = as_value(&self.evaluate(&inner, target)?, c)?;
+                if called != entry {
+                    return None;
+                }
+            }
+            (None, None) => return None,
+        }
+        as_value(&self.evaluate(&inner, site.value?)?, c)
+    }
+
+    /// The run-time entry address of a frame's physical function.
+    fn function_entry(&self, f: &FrameState) -> Option<u64> {
+        let (ctx, _) = self.dwarfs.dwarf(f.object?)?;
+        let unit = unit_at(ctx, f.svma())?;
+        let e = unit.entry(UnitOffset(f.function_die?)).ok()?;
+        let low = attr(&e, &[dw::DW_AT_low_pc])?;
+        Some(unit.attr_address(low).ok()??.wrapping_add(f.bias))
     }
 
     /// The name of a frame's physical function.
@@ -170,17 +194,24 @@ impl Eval<'_> {
     }
 }
 
-/// Open MPI's `MPI_Recv` is a weak alias of `PMPI_Recv`: a call to one
-/// lands in the other.
+/// The MPIs' `MPI_Recv` is a weak alias of `PMPI_Recv` (`mpi_recv_` of
+/// `pmpi_recv_`): a call to one lands in the other.
 fn same_function(a: &str, b: &str) -> bool {
-    a == b || a.strip_prefix('P') == Some(b) || b.strip_prefix('P') == Some(a)
+    let profiled = |x: &str, y: &str| x.strip_prefix(['P', 'p']) == Some(y);
+    a == b || profiled(a, b) || profiled(b, a)
 }
 
 /// A call site's parameter: how to compute its value in the caller, and
 /// the name of the function called, if the site says.
+#[derive(Clone, Copy)]
 struct Site {
-    value: gimli::Expression<R>,
-    origin: Option<String>,
+    /// `DW_AT_call_value` of the parameter (once found).
+    value: Option<gimli::Expression<R>>,
+    /// `DW_AT_call_origin`: the function called, for direct calls.
+    origin: Option<AttributeValue<R>>,
+    /// An indirect call's target (`DW_AT_call_target`), computed in the
+    /// caller's frame.
+    target: Option<gimli::Expression<R>>,
 }
 
 fn attr(e: &gimli::DebuggingInformationEntry<'_, '_, R>, names: &[gimli::DwAt]) -> Option<AttributeValue<R>> {
@@ -193,14 +224,14 @@ fn call_site(unit: UnitRef<'_, R>, func: UnitOffset, ret: u64, register: gimli::
     let mut cursor = unit.entries_at_offset(func).ok()?;
     cursor.next_dfs().ok()??;
     let mut depth: isize = 0;
-    let mut site: Option<(isize, Option<String>)> = None;
+    let mut site: Option<(isize, Site)> = None;
     for _ in 0..MAX_DIES {
         let (delta, e) = cursor.next_dfs().ok()??;
         depth += delta;
         if depth <= 0 || depth > MAX_DEPTH as isize {
             return None;
         }
-        if let Some((at, origin)) = &site {
+        if let Some((at, found)) = &site {
             if depth <= *at {
                 return None;
             }
@@ -227,8 +258,8 @@ fn call_site(unit: UnitRef<'_, R>, func: UnitOffset, ret: u64, register: gimli::
                     return None;
                 };
                 return Some(Site {
-                    value,
-                    origin: origin.clone(),
+                    value: Some(value),
+                    ..*found
                 });
             }
             continue;
@@ -236,17 +267,19 @@ fn call_site(unit: UnitRef<'_, R>, func: UnitOffset, ret: u64, register: gimli::
         if matches!(e.tag(), dw::DW_TAG_call_site | dw::DW_TAG_GNU_call_site) {
             let pc = attr(e, &[dw::DW_AT_call_return_pc, dw::DW_AT_low_pc]).and_then(|v| unit.attr_address(v).ok()?);
             if pc == Some(ret) {
-                let origin = attr(e, &[dw::DW_AT_call_origin, dw::DW_AT_abstract_origin])
-                    .and_then(|v| match v {
-                        AttributeValue::UnitRef(o) => unit.entry(o).ok(),
-                        _ => None,
-                    })
-                    .and_then(|o| {
-                        let v = o.attr_value(dw::DW_AT_name).ok()??;
-                        let s = unit.attr_string(v).ok()?;
-                        Some(String::from_utf8_lossy(s.slice()).into_owned())
-                    });
-                site = Some((depth, origin));
+                let origin = attr(e, &[dw::DW_AT_call_origin, dw::DW_AT_abstract_origin]);
+                let target = match attr(e, &[dw::DW_AT_call_target, dw::DW_AT_GNU_call_site_target]) {
+                    Some(AttributeValue::Exprloc(t)) => Some(t),
+                    _ => None,
+                };
+                site = Some((
+                    depth,
+                    Site {
+                        value: None,
+                        origin,
+                        target,
+                    },
+                ));
             }
         }
     }
