@@ -2,7 +2,9 @@
 //! load bias of that frame, memory of the process, the function's
 //! `DW_AT_frame_base`, and entry values (`DW_OP_entry_value`) through the
 //! caller's `DW_TAG_call_site` for the return address (DWARF 5, and the GNU
-//! extension of DWARF 4), evaluated in the caller's frame.
+//! extension of DWARF 4), evaluated in the caller's frame, when that site
+//! is known to have called this very function (a tail call in between,
+//! which leaves no frame, would have passed other values).
 
 use gimli::{constants as dw, AttributeValue, EvaluationResult as E, Location, UnitOffset, UnitRef, Value};
 
