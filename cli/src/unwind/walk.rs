@@ -27,6 +27,12 @@ pub(crate) struct RawFrame {
     pub(crate) object: Option<usize>,
     /// How this frame's registers were found.
     pub(crate) how: How,
+    /// The registers in this frame (all known in frame 0; callee-saved
+    /// ones and the stack pointer recovered in callers).
+    pub(crate) regs: Regs,
+    /// The canonical frame address (the caller's stack pointer), when the
+    /// step to the caller found it.
+    pub(crate) cfa: Option<u64>,
 }
 
 /// Where each object's code is: (first, end, index in the image), sorted.
@@ -117,7 +123,14 @@ pub(crate) fn walk(
         }
         let probe = if exact { pc } else { pc.wrapping_sub(1) };
         let object = object_at(ranges, probe);
-        frames.push(RawFrame { pc, probe, object, how });
+        frames.push(RawFrame {
+            pc,
+            probe,
+            object,
+            how,
+            regs,
+            cfa: None,
+        });
         let (step, signal) = match object {
             None if frames.len() == 1 => {
                 // A pc in no object (the vdso, JIT code, a wild jump): one
@@ -164,6 +177,11 @@ pub(crate) fn walk(
             }
         };
         let (next, next_how) = step;
+        // On x86_64 the CFA is the caller's stack pointer, by CFI or by
+        // frame pointer alike.
+        if let Some(f) = frames.last_mut() {
+            f.cfa = next[RSP];
+        }
         if next_how == How::Cfi {
             fp_run = 0;
         }
