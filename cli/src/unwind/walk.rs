@@ -118,8 +118,14 @@ pub(crate) fn walk(
             return (frames, note);
         };
         if pc == 0 {
-            let note = frames.is_empty().then(|| "the pc is 0".to_string());
-            return (frames, note);
+            // Real outermost frames say so by an undefined return address
+            // (above); a 0 read from the stack is a corrupt one.
+            let note = if frames.is_empty() {
+                "the pc is 0"
+            } else {
+                "the return address is 0 (a corrupt stack, or code without a proper outermost frame)"
+            };
+            return (frames, Some(note.to_string()));
         }
         let probe = if exact { pc } else { pc.wrapping_sub(1) };
         let object = object_at(ranges, probe);
@@ -189,8 +195,9 @@ pub(crate) fn walk(
         // Strictly increasing also rules out loops.
         match (regs[RSP], next[RSP]) {
             (Some(sp), Some(up)) if up > sp => {}
-            _ if next[RIP].is_none_or(|pc| pc == 0) => {
-                // The outermost frame, whatever its stack pointer.
+            _ if next[RIP].is_none() && next_how == How::Cfi => {
+                // The CFI says the return address is undefined: the
+                // outermost frame, whatever its stack pointer.
                 return (frames, None);
             }
             _ => {
