@@ -74,6 +74,15 @@ pub struct Recording {
     /// `Target::stacks` (only with `--stacks`; older recordings have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks: Option<Vec<ThreadStack>>,
+    /// `Target::frame_value` answers, keyed `"<tid>/<frame>/<name>"` (older
+    /// recordings have none: replayed as `None`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub frame_values: BTreeMap<String, Option<u64>>,
+}
+
+/// The key of a `frame_value` answer in [`Recording::frame_values`].
+fn frame_key(thread: u64, frame: u32, name: &str) -> String {
+    format!("{thread}/{frame}/{name}")
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -264,6 +273,12 @@ impl Target for Recorder<'_> {
     fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
         let r = self.inner.stacks()?;
         self.rec.stacks.clone_from(&r);
+        Ok(r)
+    }
+
+    fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
+        let r = self.inner.frame_value(thread, frame, name)?;
+        self.rec.frame_values.insert(frame_key(thread, frame, name), r);
         Ok(r)
     }
 }
@@ -459,6 +474,18 @@ impl Target for Replay {
 
     fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
         Ok(self.rec.stacks.clone())
+    }
+
+    /// A value the recording lacks is `None`, as the host would have said
+    /// of an optimised-out one: recordings made before values were recorded
+    /// still replay.
+    fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
+        Ok(self
+            .rec
+            .frame_values
+            .get(&frame_key(thread, frame, name))
+            .copied()
+            .flatten())
     }
 }
 
