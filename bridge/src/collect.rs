@@ -38,9 +38,12 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
         snap.stacks = Some(match target.stacks() {
             Ok(Some(threads)) => Stacks {
                 where_: Some(crate::stacks::where_words(&threads)),
+                calls: match crate::stacks::args::try_calls(target, &threads, &snap.communicators) {
+                    Ok(calls) => calls,
+                    Err(_) => return Err(Interrupted),
+                },
                 threads,
                 missing: None,
-                calls: Vec::new(),
             },
             Ok(None) => Stacks {
                 where_: None,

@@ -111,3 +111,108 @@ fn the_same_where_from_every_front_end_openmpi() {
 fn the_same_where_from_every_front_end_mpich() {
     the_same_where_from_every_front_end(Mpi::Mpich);
 }
+
+/// What one rank's snapshot says of its main thread's MPI call, once the
+/// rank is in it (barrier_vs_recv.c prints READY before MPI_Recv: asked
+/// again until the call and, for a receive, its queue entry are there).
+fn call_of(fe: FrontEnd, pid: u32, want: &str) -> (Value, Value) {
+    let mut last = Value::Null;
+    for _ in 0..40 {
+        let v = snapshot(fe, pid, "--stacks");
+        let p = v["processes"][0].clone();
+        let call = p["stacks"]["calls"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["tid"] == pid).cloned());
+        let posted = want != "recv" || !receives(&p).is_empty();
+        if let Some(call) = call.filter(|c| c["call"] == want && posted) {
+            return (call, p);
+        }
+        last = p;
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    panic!("{fe:?}: pid {pid} never in {want}: {last:#}");
+}
+
+/// The posted receives on MPI_COMM_WORLD.
+fn receives(p: &Value) -> Vec<Value> {
+    world(p)["queues"]["receives"]["operations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn world(p: &Value) -> Value {
+    p["communicators"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "MPI_COMM_WORLD").cloned())
+        .unwrap_or_else(|| panic!("no MPI_COMM_WORLD in {p:#}"))
+}
+
+/// barrier_vs_recv under `mpi`, through gdb or lldb: rank 0 is in
+/// `barrier` on MPI_COMM_WORLD; the other ranks in `recv`, with what each
+/// debugger recovers of its arguments (checked by hand: gdb reads every
+/// argument of MPICH's `PMPI_Recv`, Open MPI's `PMPI_Recv` has `source` and
+/// `tag` optimised out; LLDB 16 gives no variables at all in either MPI's
+/// `PMPI_Recv`/`PMPI_Barrier` frames, so the communicator comes from the
+/// library's own frames where they have it: Open MPI's
+/// `ompi_coll_base_barrier_*` `comm`, MPICH's `MPIR_Barrier_impl`
+/// `comm_ptr`).
+fn mpi_calls(mpi: Mpi, fe: FrontEnd) {
+    gdb::require_ptrace();
+    let job = Job::builder(mpi, Example::BarrierVsRecv).start();
+    for rank in job.ranks() {
+        let want = if rank.rank == 0 { "barrier" } else { "recv" };
+        let (call, p) = call_of(fe, rank.pid, want);
+        eprintln!("{fe:?} under {mpi}, rank {}: {call}", rank.rank);
+        let world = world(&p);
+        let lldb_recv = fe == FrontEnd::Lldb && want == "recv";
+        if lldb_recv {
+            // Nothing of the call's own frames, and Open MPI's
+            // mca_pml_ob1_recv has `comm` optimised out; MPICH's
+            // MPIR_Wait_impl has only the request.
+            assert_eq!(call["communicator"], Value::Null, "rank {}: {call:#}", rank.rank);
+            assert!(call["why"].as_str().is_some_and(|w| w.contains("comm:")), "{call:#}");
+            continue;
+        }
+        assert_eq!(call["communicator"], world["id"], "rank {}: {call:#}", rank.rank);
+        if want == "barrier" {
+            assert_eq!(call["peer"], Value::Null);
+            continue;
+        }
+        let posted = receives(&p);
+        assert_eq!(posted.len(), 1, "{posted:?}");
+        assert_eq!(call["buffer"], posted[0]["buffer"], "rank {}: {call:#}", rank.rank);
+        if mpi == Mpi::Mpich {
+            assert_eq!(
+                (&call["peer"], &call["tag"]),
+                (&Value::from(0), &Value::from(3)),
+                "{call:#}"
+            );
+            assert_eq!(call["why"], Value::Null, "{call:#}");
+        } else {
+            assert_eq!((&call["peer"], &call["tag"]), (&Value::Null, &Value::Null), "{call:#}");
+            let why = call["why"].as_str().unwrap_or_default();
+            assert!(why.contains("source: ") && why.contains("tag: "), "{call:#}");
+        }
+    }
+}
+
+#[test]
+fn mpi_calls_gdb_openmpi() {
+    mpi_calls(Mpi::OpenMpi, FrontEnd::Gdb);
+}
+
+#[test]
+fn mpi_calls_gdb_mpich() {
+    mpi_calls(Mpi::Mpich, FrontEnd::Gdb);
+}
+
+#[test]
+fn mpi_calls_lldb_openmpi() {
+    mpi_calls(Mpi::OpenMpi, FrontEnd::Lldb);
+}
+
+#[test]
+fn mpi_calls_lldb_mpich() {
+    mpi_calls(Mpi::Mpich, FrontEnd::Lldb);
+}
