@@ -121,11 +121,9 @@ pub fn expected(example: Example, mpi: Mpi, r: i64, n: i64, args: &[&str]) -> Ex
                 });
             }
         }
-        Example::BarrierVsRecv => {
-            // Posted inside MPI_Recv, after READY: check once every rank is in its call.
-            if r > 0 {
-                e.ops.push(recv("MPI_COMM_WORLD", 0, World::Is(0), 3, ints(mpi, 1)));
-            }
+        // Posted inside MPI_Recv, after READY: check once every rank is in its call.
+        Example::BarrierVsRecv if r > 0 => {
+            e.ops.push(recv("MPI_COMM_WORLD", 0, World::Is(0), 3, ints(mpi, 1)));
         }
         Example::Deadlock => {
             e.ops

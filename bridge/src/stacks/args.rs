@@ -15,7 +15,7 @@ use crate::target::{ByteOrder, Target, TargetError};
 
 /// Which MPI the process runs: the handles and constants differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mpi {
+enum Flavour {
     /// `MPI_Comm` is an `ompi_communicator_t *`; the debug library's
     /// communicator id is its `c_contextid`.
     OpenMpi,
@@ -26,33 +26,33 @@ enum Mpi {
     Unknown,
 }
 
-impl Mpi {
+impl Flavour {
     /// Tells them apart by a symbol only each has.
-    fn of(target: &mut dyn Target) -> Result<Mpi, TargetError> {
+    fn of(target: &mut dyn Target) -> Result<Flavour, TargetError> {
         if target.find_symbol("ompi_mpi_comm_world")?.is_some() {
-            return Ok(Mpi::OpenMpi);
+            return Ok(Flavour::OpenMpi);
         }
         if target.find_symbol("MPIR_Comm_builtin")?.is_some() {
-            return Ok(Mpi::Mpich);
+            return Ok(Flavour::Mpich);
         }
-        Ok(Mpi::Unknown)
+        Ok(Flavour::Unknown)
     }
 
     /// `MPI_ANY_SOURCE`.
     fn any_source(self) -> Option<i64> {
         match self {
-            Mpi::OpenMpi => Some(-1),
-            Mpi::Mpich => Some(-2),
-            Mpi::Unknown => None,
+            Flavour::OpenMpi => Some(-1),
+            Flavour::Mpich => Some(-2),
+            Flavour::Unknown => None,
         }
     }
 
     /// `MPI_PROC_NULL`.
     fn proc_null(self) -> Option<i64> {
         match self {
-            Mpi::OpenMpi => Some(-2),
-            Mpi::Mpich => Some(-1),
-            Mpi::Unknown => None,
+            Flavour::OpenMpi => Some(-2),
+            Flavour::Mpich => Some(-1),
+            Flavour::Unknown => None,
         }
     }
 }
@@ -153,9 +153,9 @@ fn read(target: &mut dyn Target, threads: &[ThreadStack], communicators: &[Commu
         };
         let mpi = match mpi {
             Some(m) => m,
-            None => match Mpi::of(target) {
+            None => match Flavour::of(target) {
                 Err(TargetError::Interrupted) => return (out, true),
-                m => *mpi.insert(m.unwrap_or(Mpi::Unknown)),
+                m => *mpi.insert(m.unwrap_or(Flavour::Unknown)),
             },
         };
         let mut one = Reader {
@@ -188,7 +188,7 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn call(&mut self, mpi: Mpi, communicators: &[Communicator]) -> MpiCall {
+    fn call(&mut self, mpi: Flavour, communicators: &[Communicator]) -> MpiCall {
         let class = classify(self.call);
         let w = wanted(self.call, class);
         let mut mc = MpiCall {
@@ -291,14 +291,14 @@ impl Reader<'_> {
 
     /// The communicator: the handle the call got, and the communicator of
     /// the queues it is.
-    fn comm(&mut self, mpi: Mpi, communicators: &[Communicator], wanted: bool, mc: &mut MpiCall) {
+    fn comm(&mut self, mpi: Flavour, communicators: &[Communicator], wanted: bool, mc: &mut MpiCall) {
         let handle = self.value("comm");
         let found = match (mpi, handle) {
-            (Mpi::OpenMpi, Some(h)) => {
+            (Flavour::OpenMpi, Some(h)) => {
                 mc.comm_handle = Some(format!("{h:#x}"));
                 self.open_mpi(h, communicators)
             }
-            (Mpi::Mpich, Some(h)) => {
+            (Flavour::Mpich, Some(h)) => {
                 // An int: the low 32 bits.
                 let h = h as u32;
                 mc.comm_handle = Some(format!("{h:#x}"));
@@ -309,27 +309,27 @@ impl Reader<'_> {
             // its point-to-point and collective modules); MPICH's
             // `comm_ptr`, the outermost one (inner ones are node
             // sub-communicators).
-            (Mpi::OpenMpi, None) => match self.inner("comm") {
+            (Flavour::OpenMpi, None) => match self.inner("comm") {
                 Some(h) => {
                     mc.comm_handle = Some(format!("{h:#x}"));
                     self.open_mpi(h, communicators)
                 }
                 None => Err(None),
             },
-            (Mpi::Mpich, None) => match self.inner("comm_ptr") {
+            (Flavour::Mpich, None) => match self.inner("comm_ptr") {
                 Some(addr) => {
                     mc.comm_handle = Some(format!("{addr:#x}"));
                     by_address(addr, communicators).ok_or_else(|| Some(not_listed(addr)))
                 }
                 None => Err(None),
             },
-            (Mpi::Unknown, Some(h)) => {
+            (Flavour::Unknown, Some(h)) => {
                 mc.comm_handle = Some(format!("{h:#x}"));
                 Err(Some(
                     "comm: neither Open MPI's nor MPICH's symbols are in this process".to_string(),
                 ))
             }
-            (Mpi::Unknown, None) => Err(None),
+            (Flavour::Unknown, None) => Err(None),
         };
         match found {
             Ok(id) => mc.communicator = Some(id),
@@ -700,7 +700,7 @@ mod tests {
         assert_eq!(
             host.asked
                 .iter()
-                .filter(|(f, n)| n == "tag")
+                .filter(|(_, n)| n == "tag")
                 .map(|a| a.0)
                 .collect::<Vec<_>>(),
             [2, 1],
