@@ -535,6 +535,28 @@ mod tests {
         fn byte_order(&mut self) -> ByteOrder {
             ByteOrder::Little
         }
+        fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
+            Ok((name == "comm").then_some(thread * 100 + u64::from(frame)))
+        }
+    }
+
+    #[test]
+    fn frame_values_are_recorded_and_replayed_and_old_recordings_have_none() {
+        let mut small = Small;
+        let mut rec = Recorder::new(&mut small);
+        assert_eq!(rec.frame_value(7, 3, "comm").unwrap(), Some(703));
+        assert_eq!(rec.frame_value(7, 3, "tag").unwrap(), None);
+        let r = rec.finish();
+        assert_eq!(r.frame_values.get("7/3/comm"), Some(&Some(703)));
+        let text = serde_json::to_string(&r).unwrap();
+        let mut replay = Replay::new(serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!(replay.frame_value(7, 3, "comm").unwrap(), Some(703));
+        assert_eq!(replay.frame_value(7, 3, "tag").unwrap(), None);
+        assert_eq!(replay.frame_value(7, 4, "comm").unwrap(), None, "never asked");
+        let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+        old.as_object_mut().unwrap().remove("frame_values");
+        let mut replay = Replay::new(serde_json::from_value(old).unwrap()).unwrap();
+        assert_eq!(replay.frame_value(7, 3, "comm").unwrap(), None);
     }
 
     #[test]
