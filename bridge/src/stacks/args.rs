@@ -226,6 +226,9 @@ impl Reader<'_> {
                 None => self.missing("root"),
             }
         }
+        if mpi == Flavour::OpenMpi && !self.why.is_empty() {
+            self.open_mpi_request(class, &w, communicators, &mut mc);
+        }
         if !self.why.is_empty() {
             mc.why = Some(self.why.join("; "));
         }
@@ -362,6 +365,71 @@ impl Reader<'_> {
         Ok(c.id.clone())
     }
 
+    /// Open MPI's blocking send or receive waits on a request of its own
+    /// (`ompi_request_wait_completion(req)`, inlined inside the call): an
+    /// `mca_pml_base_request_t` holding the communicator, buffer, peer and
+    /// tag the call was given. It fills what the call's frames did not
+    /// (LLDB 16 has no variables in `PMPI_Recv`; its `source` and `tag`
+    /// are optimised out), if it is of the call's kind and on the call's
+    /// communicator, when that is known.
+    fn open_mpi_request(&mut self, class: CallClass, w: &Wanted, communicators: &[Communicator], mc: &mut MpiCall) {
+        const SEND: u32 = 1;
+        const RECV: u32 = 2;
+        let kind = match class {
+            CallClass::Send { .. } => SEND,
+            CallClass::Recv if self.call == "recv" => RECV,
+            _ => return,
+        };
+        let Some(req) = self.inner("req") else { return };
+        let ty = "mca_pml_base_request_t";
+        if self.field_u32(req, ty, "req_type") != Ok(kind) {
+            return;
+        }
+        let Ok(comm) = self.field_ptr(req, ty, "req_comm") else {
+            return;
+        };
+        if mc.comm_handle.as_ref().is_some_and(|h| *h != format!("{comm:#x}")) {
+            return;
+        }
+        let mut known: Vec<&str> = Vec::new();
+        if mc.communicator.is_none() {
+            self.why.retain(|w| !w.starts_with("comm:"));
+            mc.comm_handle = Some(format!("{comm:#x}"));
+            match self.open_mpi(comm, communicators) {
+                Ok(id) => mc.communicator = Some(id),
+                Err(why) => self.why.extend(why),
+            }
+        }
+        if mc.buffer.is_none() {
+            if let Ok(b) = self.field_ptr(req, ty, "req_addr") {
+                mc.buffer = Some(format!("{b:#x}"));
+                known.extend(w.buffer.first());
+            }
+        }
+        let peer_known = mc.peer.is_some() || mc.any_source;
+        if !peer_known && !self.why.iter().any(|x| x.contains("MPI_PROC_NULL")) {
+            if let Ok(p) = self.field_u32(req, ty, "req_peer").map(|p| i64::from(p as i32)) {
+                match p {
+                    -1 if kind == RECV => mc.any_source = true,
+                    p if p >= 0 => mc.peer = Some(p),
+                    _ => {}
+                }
+                known.extend(w.peer.first().filter(|_| mc.peer.is_some() || mc.any_source));
+            }
+        }
+        if mc.tag.is_none() && !mc.any_tag {
+            if let Ok(t) = self.field_u32(req, ty, "req_tag").map(|t| i64::from(t as i32)) {
+                match t {
+                    ANY_TAG if kind == RECV => mc.any_tag = true,
+                    t => mc.tag = Some(t),
+                }
+                known.extend(w.tag.first());
+            }
+        }
+        self.why
+            .retain(|w| !known.iter().any(|k| w.starts_with(&format!("{k}:"))));
+    }
+
     /// MPICH: every listed communicator's id is the address of its
     /// `MPIR_Comm`, which starts with its `int handle`.
     fn mpich(&mut self, h: u32, communicators: &[Communicator]) -> Result<String, Option<String>> {
@@ -410,6 +478,25 @@ impl Reader<'_> {
             }
             Some(format!("comm: {ty}.{field} at {at:#x}: {e}"))
         })
+    }
+
+    /// The pointer in a field of the struct at `base`.
+    fn field_ptr(&mut self, base: u64, ty: &str, field: &str) -> Result<u64, Option<String>> {
+        let offset = self.offset(ty, field)?;
+        let at = base.checked_add(offset).ok_or(None)?;
+        let size = self.target.type_sizes().map_or(8, |s| s.pointer);
+        let mut b = [0u8; 8];
+        let n = if size == 4 { 4 } else { 8 };
+        self.target.read_memory(at, &mut b[..n]).map_err(|e| {
+            if e == TargetError::Interrupted {
+                self.interrupted = true;
+            }
+            Some(format!("{ty}.{field} at {at:#x}: {e}"))
+        })?;
+        if self.target.byte_order() == ByteOrder::Big {
+            b[..n].reverse();
+        }
+        Ok(u64::from_le_bytes(b))
     }
 
     fn read_u32(&mut self, at: u64) -> Result<u32, TargetError> {
@@ -549,10 +636,17 @@ mod tests {
     /// Open MPI: `ompi_mpi_comm_world` at 0x1000, `c_contextid` (= 0) at
     /// +0x10, `c_my_rank` (= 1) at +0x14; another communicator at 0x2000
     /// with context id 7.
+    /// A receive request at 0x2080: `req_type` 2 (receive), `req_comm`
+    /// 0x1000, `req_addr` 0x7ffe0000, `req_peer` 0, `req_tag` 3.
     fn ompi_memory(a: u64) -> u8 {
         match a {
             0x1014 => 1,
             0x2010 => 7,
+            0x2088 => 2,
+            0x2091 => 0x10,
+            0x20a2 => 0xfe,
+            0x20a3 => 0x7f,
+            0x20ac => 3,
             _ => 0,
         }
     }
@@ -564,6 +658,11 @@ mod tests {
             fields: &[
                 ("ompi_communicator_t", "c_contextid", 0x10),
                 ("ompi_communicator_t", "c_my_rank", 0x14),
+                ("mca_pml_base_request_t", "req_type", 0x8),
+                ("mca_pml_base_request_t", "req_comm", 0x10),
+                ("mca_pml_base_request_t", "req_addr", 0x20),
+                ("mca_pml_base_request_t", "req_peer", 0x28),
+                ("mca_pml_base_request_t", "req_tag", 0x2c),
             ],
             values: values.iter().copied().collect(),
             asked: Vec::new(),
@@ -643,6 +742,43 @@ mod tests {
         host.values.insert((5, 0, "comm"), 0x1000);
         let c = calls(&mut host, &[send], &other_rank).remove(0);
         assert!(c.why.unwrap().contains("its rank 1 is not 2"));
+    }
+
+    #[test]
+    fn open_mpi_blocking_receives_fill_the_gaps_from_their_request() {
+        let recv = thread(
+            41,
+            &[
+                ("sched_yield", "/lib/x86_64-linux-gnu/libc.so.6"),
+                ("ompi_request_wait_completion", "/opt/ompi/lib/openmpi/mca_pml_ob1.so"),
+                ("mca_pml_ob1_recv", "/opt/ompi/lib/openmpi/mca_pml_ob1.so"),
+                ("PMPI_Recv", OMPI),
+                ("main", "/home/u/app"),
+            ],
+        );
+        // LLDB: nothing in PMPI_Recv, `comm` optimised out inside; the request.
+        let mut host = ompi_host(&[((41, 1, "req"), 0x2080)]);
+        let c = calls(&mut host, std::slice::from_ref(&recv), &ompi_comms()).remove(0);
+        assert_eq!(
+            (c.communicator.as_deref(), c.comm_handle.as_deref(), c.buffer.as_deref()),
+            (Some("0"), Some("0x1000"), Some("0x7ffe0000")),
+            "{c:?}"
+        );
+        assert_eq!((c.peer, c.tag, c.why), (Some(0), Some(3), None));
+        // gdb: the call's comm and buffer; source and tag from the request.
+        host.values.insert((41, 3, "comm"), 0x1000);
+        host.values.insert((41, 3, "buf"), 0x7ffe_0000);
+        let c = calls(&mut host, std::slice::from_ref(&recv), &ompi_comms()).remove(0);
+        assert_eq!((c.peer, c.tag, c.why), (Some(0), Some(3), None));
+        // A request on another communicator than the call's is not its own.
+        host.values.insert((41, 3, "comm"), 0x2000);
+        let c = calls(&mut host, std::slice::from_ref(&recv), &ompi_comms()).remove(0);
+        assert_eq!((c.peer, c.tag), (None, None));
+        let why = c.why.unwrap();
+        assert!(
+            why.starts_with("comm: the communicator 0x2000") && why.contains("; tag: "),
+            "{why}"
+        );
     }
 
     /// MPICH: MPIR_Comm_builtin[0] (WORLD, handle 0x44000000) at 0x3000, a
