@@ -8,6 +8,8 @@
 //! values are asked each time. Whatever is not recovered is `None` in the
 //! [`MpiCall`], with the reason in its `why`.
 
+mod request;
+
 use super::names::{classify, CallClass, Collective};
 use super::position::{entry_point, outermost_entry};
 use crate::snapshot::model::{Communicator, MpiCall, ThreadStack};
@@ -365,140 +367,6 @@ impl Reader<'_> {
         Ok(c.id.clone())
     }
 
-    /// A blocking send or receive waits on a request of its own, which
-    /// holds the communicator, buffer, peer and tag the call was given. It
-    /// fills what the call's frames did not (LLDB 16 has no variables in
-    /// either MPI's `PMPI_Recv`; Open MPI's has `source` and `tag`
-    /// optimised out), if it is of the call's kind and on the call's
-    /// communicator, when that is known.
-    fn request(
-        &mut self,
-        mpi: Flavour,
-        class: CallClass,
-        w: &Wanted,
-        communicators: &[Communicator],
-        mc: &mut MpiCall,
-    ) {
-        let recv = match class {
-            CallClass::Send { .. } => false,
-            CallClass::Recv if self.call == "recv" => true,
-            _ => return,
-        };
-        let req = match mpi {
-            Flavour::OpenMpi => self.open_mpi_request(recv, communicators),
-            Flavour::Mpich => self.mpich_request(recv, communicators),
-            Flavour::Unknown => None,
-        };
-        let Some(req) = req else { return };
-        if let Some(handle) = &mc.comm_handle {
-            let same = match &mc.communicator {
-                Some(id) => req.communicator.as_ref().ok() == Some(id),
-                None => mpi == Flavour::OpenMpi && *handle == format!("{:#x}", req.comm),
-            };
-            if !same {
-                return;
-            }
-        }
-        let mut known: Vec<&str> = Vec::new();
-        if mc.communicator.is_none() {
-            self.why.retain(|w| !w.starts_with("comm:"));
-            mc.comm_handle = Some(format!("{:#x}", req.comm));
-            match req.communicator {
-                Ok(id) => mc.communicator = Some(id),
-                Err(why) => self.why.extend(why),
-            }
-        }
-        if let (None, Some(b)) = (&mc.buffer, req.buffer) {
-            mc.buffer = Some(format!("{b:#x}"));
-            known.extend(w.buffer.first());
-        }
-        let proc_null = self.why.iter().any(|x| x.contains("MPI_PROC_NULL"));
-        if let (None, false, false, Some(p)) = (mc.peer, mc.any_source, proc_null, req.peer) {
-            match p {
-                p if recv && Some(p) == mpi.any_source() => mc.any_source = true,
-                p if p >= 0 => mc.peer = Some(p),
-                _ => {}
-            }
-            known.extend(w.peer.first().filter(|_| mc.peer.is_some() || mc.any_source));
-        }
-        if let (None, false, Some(t)) = (mc.tag, mc.any_tag, req.tag) {
-            match t {
-                ANY_TAG if recv => mc.any_tag = true,
-                t => mc.tag = Some(t),
-            }
-            known.extend(w.tag.first());
-        }
-        self.why
-            .retain(|w| !known.iter().any(|k| w.starts_with(&format!("{k}:"))));
-    }
-
-    /// Open MPI: `ompi_request_wait_completion(req)`, inlined inside the
-    /// call, waits on an `mca_pml_base_request_t` (`req_type` 1: send, 2:
-    /// receive).
-    fn open_mpi_request(&mut self, recv: bool, communicators: &[Communicator]) -> Option<Request> {
-        let req = self.inner("req")?;
-        let ty = "mca_pml_base_request_t";
-        if self.field_u32(req, ty, "req_type").ok()? != if recv { 2 } else { 1 } {
-            return None;
-        }
-        let comm = self.field_ptr(req, ty, "req_comm").ok()?;
-        Some(Request {
-            comm,
-            communicator: self.open_mpi(comm, communicators),
-            buffer: self.field_ptr(req, ty, "req_addr").ok(),
-            peer: self.field_u32(req, ty, "req_peer").ok().map(|p| i64::from(p as i32)),
-            tag: self.field_u32(req, ty, "req_tag").ok().map(|t| i64::from(t as i32)),
-        })
-    }
-
-    /// MPICH (ch3): `MPIR_Wait_impl(request_ptr)` inside the call waits on
-    /// an `MPIR_Request` (`kind` 1: send, 2: receive) whose `comm` is the
-    /// `MPIR_Comm` (the debug library's id) and whose device part
-    /// (`dev`, an `MPIDI_Request`) has `user_buf` and the match (`tag`,
-    /// then a rank of `sizeof(MPIDI_Rank_t)` bytes).
-    fn mpich_request(&mut self, recv: bool, communicators: &[Communicator]) -> Option<Request> {
-        let req = self.inner("request_ptr")?;
-        if self.field_u32(req, "MPIR_Request", "kind").ok()? != if recv { 2 } else { 1 } {
-            return None;
-        }
-        let comm = self.field_ptr(req, "MPIR_Request", "comm").ok()?;
-        let dev = req.checked_add(self.offset("MPIR_Request", "dev").ok()?)?;
-        let buffer = self.field_ptr(dev, "MPIDI_Request", "user_buf").ok();
-        let matching = self
-            .offset("MPIDI_Request", "match")
-            .ok()
-            .and_then(|o| dev.checked_add(o));
-        let (mut peer, mut tag) = (None, None);
-        if let Some(m) = matching {
-            tag = self
-                .field_u32(m, "MPIDI_Message_match_parts_t", "tag")
-                .ok()
-                .map(|t| i64::from(t as i32));
-            let rank_size = self
-                .target
-                .find_type("MPIDI_Rank_t")
-                .ok()
-                .flatten()
-                .and_then(|t| self.target.size_of(t).ok().flatten());
-            let rank = self.field_u32(m, "MPIDI_Message_match_parts_t", "rank").ok();
-            peer = match (rank_size, rank) {
-                (Some(2), Some(r)) if self.target.byte_order() == ByteOrder::Big => {
-                    Some(i64::from((r >> 16) as u16 as i16))
-                }
-                (Some(2), Some(r)) => Some(i64::from(r as u16 as i16)),
-                (Some(4), Some(r)) => Some(i64::from(r as i32)),
-                _ => None,
-            };
-        }
-        Some(Request {
-            comm,
-            communicator: by_address(comm, communicators).ok_or_else(|| Some(not_listed(comm))),
-            buffer,
-            peer,
-            tag,
-        })
-    }
-
     /// MPICH: every listed communicator's id is the address of its
     /// `MPIR_Comm`, which starts with its `int handle`.
     fn mpich(&mut self, h: u32, communicators: &[Communicator]) -> Result<String, Option<String>> {
@@ -578,17 +446,6 @@ impl Reader<'_> {
     }
 }
 
-/// What a blocking call's own request says.
-struct Request {
-    /// The communicator pointer (Open MPI's handle, MPICH's `MPIR_Comm *`).
-    comm: u64,
-    /// The listed communicator it is, or why not.
-    communicator: Result<String, Option<String>>,
-    buffer: Option<u64>,
-    peer: Option<i64>,
-    tag: Option<i64>,
-}
-
 /// The listed communicator whose id is this address (MPICH).
 fn by_address(addr: u64, communicators: &[Communicator]) -> Option<String> {
     communicators
@@ -649,8 +506,8 @@ mod tests {
             let ty = self.fields[ty.0 as usize].0;
             Ok(self.fields.iter().find(|f| f.0 == ty && f.1 == field).map(|f| f.2))
         }
-        fn size_of(&mut self, _: TypeId) -> Result<Option<u64>, TargetError> {
-            Ok(None)
+        fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
+            Ok((self.fields[ty.0 as usize].0 == "MPIDI_Rank_t").then_some(2))
         }
         fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
             Ok(TypeSizes::LP64)
@@ -863,10 +720,18 @@ mod tests {
 
     /// MPICH: MPIR_Comm_builtin[0] (WORLD, handle 0x44000000) at 0x3000, a
     /// dup (handle 0x84000000) at 0x3100; `handle` at offset 0.
+    /// A receive's `MPIR_Request` at 0x3180: `kind` 2, `comm` 0x3000,
+    /// `dev` at +0x20 with the match (tag 3, rank 1 of 16 bits) first and
+    /// `user_buf` 0x5000 at +0x10.
     fn mpich_memory(a: u64) -> u8 {
         match a {
             0x3003 => 0x44,
             0x3103 => 0x84,
+            0x3180 => 2,
+            0x3189 => 0x30,
+            0x31a0 => 3,
+            0x31a4 => 1,
+            0x31b1 => 0x50,
             _ => 0,
         }
     }
@@ -875,7 +740,17 @@ mod tests {
         Host {
             mem: Mem::new(0x3000, 0x200).with_pattern(mpich_memory),
             symbols: &[("MPIR_Comm_builtin", 0x3000)],
-            fields: &[("MPIR_Comm", "handle", 0)],
+            fields: &[
+                ("MPIR_Comm", "handle", 0),
+                ("MPIR_Request", "kind", 0),
+                ("MPIR_Request", "comm", 0x8),
+                ("MPIR_Request", "dev", 0x20),
+                ("MPIDI_Request", "match", 0),
+                ("MPIDI_Request", "user_buf", 0x10),
+                ("MPIDI_Message_match_parts_t", "tag", 0),
+                ("MPIDI_Message_match_parts_t", "rank", 4),
+                ("MPIDI_Rank_t", "", 0),
+            ],
             values: values.iter().copied().collect(),
             asked: Vec::new(),
             fail: None,
@@ -950,6 +825,30 @@ mod tests {
                 "comm: the communicator 0x84000001 is not among those the debug library lists; \
                  buf: optimised out, or not known to the debugger; dest: MPI_PROC_NULL"
             )
+        );
+    }
+
+    #[test]
+    fn mpich_blocking_receives_fill_the_gaps_from_their_request() {
+        // LLDB: nothing in PMPI_Recv; MPIR_Wait_impl's request_ptr.
+        let recv = thread(
+            51,
+            &[("MPIR_Wait_impl", MPICH), ("PMPI_Recv", MPICH), ("main", "/home/u/app")],
+        );
+        let mut host = mpich_host(&[((51, 0, "request_ptr"), 0x3180)]);
+        let c = calls(&mut host, std::slice::from_ref(&recv), &mpich_comms()).remove(0);
+        assert_eq!(
+            (c.communicator.as_deref(), c.comm_handle.as_deref(), c.buffer.as_deref()),
+            (Some("0x3000"), Some("0x3000"), Some("0x5000")),
+            "{c:?}"
+        );
+        assert_eq!((c.peer, c.tag, c.why), (Some(1), Some(3), None));
+        // The call's own communicator is another: the request is not its.
+        host.values.insert((51, 1, "comm"), 0x8400_0000);
+        let c = calls(&mut host, &[recv], &mpich_comms()).remove(0);
+        assert_eq!(
+            (c.communicator.as_deref(), c.peer, c.buffer),
+            (Some("0x3100"), None, None)
         );
     }
 
