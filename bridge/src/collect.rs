@@ -204,6 +204,8 @@ mod tests {
     struct WithStacks {
         mem: Mem,
         stacks: Result<Option<Vec<ThreadStack>>, TargetError>,
+        /// What `frame_value` answers for `comm`, in any frame.
+        comm: Result<Option<u64>, TargetError>,
     }
 
     impl Target for WithStacks {
@@ -237,6 +239,13 @@ mod tests {
         fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
             self.stacks.clone()
         }
+        fn frame_value(&mut self, _: u64, _: u32, name: &str) -> Result<Option<u64>, TargetError> {
+            if name == "comm" {
+                self.comm.clone()
+            } else {
+                Ok(None)
+            }
+        }
     }
 
     fn one_thread() -> Vec<ThreadStack> {
@@ -263,6 +272,7 @@ mod tests {
         let mut t = WithStacks {
             mem: Mem::new(0x1000, 0x1000),
             stacks: Ok(Some(one_thread())),
+            comm: Ok(None),
         };
         let snap = collect(&mut t, &stacks).unwrap();
         assert!(snap.error.is_some(), "no MPI here: {snap:?}");
@@ -287,5 +297,45 @@ mod tests {
         let live = collect(&mut recorder, &stacks).unwrap();
         let mut replay = Replay::new(recorder.finish()).expect("a replay of the recording");
         assert_eq!(collect(&mut replay, &stacks).unwrap().stacks, live.stacks);
+    }
+
+    /// A thread in an MPI call gets its `calls` entry, with the values the
+    /// host gives through every wrapper (the answer cache, a recording).
+    #[test]
+    fn calls_come_with_the_stacks() {
+        let stacks = DumpOptions {
+            stacks: true,
+            ..DumpOptions::default()
+        };
+        let mut in_barrier = one_thread();
+        in_barrier[0].frames.insert(
+            0,
+            Frame {
+                pc: "0x2000".into(),
+                function: Some("PMPI_Barrier".into()),
+                object: Some("/opt/mpi/lib/libmpi.so.12".into()),
+                ..Frame::default()
+            },
+        );
+        let mut t = WithStacks {
+            mem: Mem::new(0x1000, 0x1000),
+            stacks: Ok(Some(in_barrier)),
+            comm: Ok(Some(0x4400_0000)),
+        };
+        let calls = collect(&mut t, &stacks).unwrap().stacks.unwrap().calls;
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(
+            (calls[0].tid, calls[0].frame, calls[0].call.as_str()),
+            (7, 0, "barrier")
+        );
+        assert_eq!(calls[0].comm_handle.as_deref(), Some("0x44000000"));
+        let mut recorder = Recorder::new(&mut t);
+        let live = collect(&mut recorder, &stacks).unwrap();
+        let mut replay = Replay::new(recorder.finish()).expect("a replay of the recording");
+        assert_eq!(collect(&mut replay, &stacks).unwrap().stacks, live.stacks);
+        t.comm = Err(TargetError::Interrupted);
+        assert_eq!(collect(&mut t, &stacks), Err(Interrupted));
+        t.stacks = Ok(Some(one_thread()));
+        assert!(collect(&mut t, &stacks).unwrap().stacks.unwrap().calls.is_empty());
     }
 }
