@@ -38,9 +38,12 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
         snap.stacks = Some(match target.stacks() {
             Ok(Some(threads)) => Stacks {
                 where_: Some(crate::stacks::where_words(&threads)),
+                calls: match crate::stacks::args::try_calls(target, &threads, &snap.communicators) {
+                    Ok(calls) => calls,
+                    Err(_) => return Err(Interrupted),
+                },
                 threads,
                 missing: None,
-                calls: Vec::new(),
             },
             Ok(None) => Stacks {
                 where_: None,
@@ -285,6 +288,8 @@ mod tests {
     struct WithStacks {
         mem: Mem,
         stacks: Result<Option<Vec<ThreadStack>>, TargetError>,
+        /// What `frame_value` answers for `comm`, in any frame.
+        comm: Result<Option<u64>, TargetError>,
     }
 
     impl Target for WithStacks {
@@ -318,6 +323,13 @@ mod tests {
         fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
             self.stacks.clone()
         }
+        fn frame_value(&mut self, _: u64, _: u32, name: &str) -> Result<Option<u64>, TargetError> {
+            if name == "comm" {
+                self.comm.clone()
+            } else {
+                Ok(None)
+            }
+        }
     }
 
     fn one_thread() -> Vec<ThreadStack> {
@@ -344,6 +356,7 @@ mod tests {
         let mut t = WithStacks {
             mem: Mem::new(0x1000, 0x1000),
             stacks: Ok(Some(one_thread())),
+            comm: Ok(None),
         };
         let snap = collect(&mut t, &stacks).unwrap();
         assert!(snap.error.is_some(), "no MPI here: {snap:?}");
@@ -368,5 +381,45 @@ mod tests {
         let live = collect(&mut recorder, &stacks).unwrap();
         let mut replay = Replay::new(recorder.finish()).expect("a replay of the recording");
         assert_eq!(collect(&mut replay, &stacks).unwrap().stacks, live.stacks);
+    }
+
+    /// A thread in an MPI call gets its `calls` entry, with the values the
+    /// host gives through every wrapper (the answer cache, a recording).
+    #[test]
+    fn calls_come_with_the_stacks() {
+        let stacks = DumpOptions {
+            stacks: true,
+            ..DumpOptions::default()
+        };
+        let mut in_barrier = one_thread();
+        in_barrier[0].frames.insert(
+            0,
+            Frame {
+                pc: "0x2000".into(),
+                function: Some("PMPI_Barrier".into()),
+                object: Some("/opt/mpi/lib/libmpi.so.12".into()),
+                ..Frame::default()
+            },
+        );
+        let mut t = WithStacks {
+            mem: Mem::new(0x1000, 0x1000),
+            stacks: Ok(Some(in_barrier)),
+            comm: Ok(Some(0x4400_0000)),
+        };
+        let calls = collect(&mut t, &stacks).unwrap().stacks.unwrap().calls;
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(
+            (calls[0].tid, calls[0].frame, calls[0].call.as_str()),
+            (7, 0, "barrier")
+        );
+        assert_eq!(calls[0].comm_handle.as_deref(), Some("0x44000000"));
+        let mut recorder = Recorder::new(&mut t);
+        let live = collect(&mut recorder, &stacks).unwrap();
+        let mut replay = Replay::new(recorder.finish()).expect("a replay of the recording");
+        assert_eq!(collect(&mut replay, &stacks).unwrap().stacks, live.stacks);
+        t.comm = Err(TargetError::Interrupted);
+        assert_eq!(collect(&mut t, &stacks), Err(Interrupted));
+        t.stacks = Ok(Some(one_thread()));
+        assert!(collect(&mut t, &stacks).unwrap().stacks.unwrap().calls.is_empty());
     }
 }

@@ -36,14 +36,8 @@ pub enum Position {
 /// The position of one thread.
 pub fn position(t: &ThreadStack) -> Position {
     let app = |f: &Frame| f.object.as_deref().is_none_or(is_application_object);
-    // The outermost entry point: walking from `main` inwards, the first.
-    let entry = t
-        .frames
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(i, f)| Some((i, f, entry_point(f)?)));
-    if let Some((i, f, call)) = entry {
+    if let Some((i, call)) = outermost_entry(t) {
+        let f = &t.frames[i];
         let caller = t.frames.get(i + 1).map(frame_words);
         return Position::InMpi {
             function: f.function.clone().unwrap_or_default(),
@@ -60,11 +54,21 @@ pub fn position(t: &ThreadStack) -> Position {
     }
 }
 
+/// The outermost MPI entry point of a thread (walking from `main` inwards,
+/// the first): its index in the frames and the call's canonical name.
+pub fn outermost_entry(t: &ThreadStack) -> Option<(usize, String)> {
+    t.frames
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, f)| Some((i, entry_point(f)?)))
+}
+
 /// The canonical name of the MPI call a frame is in, if it is an entry
 /// point: `MPI_X`, `PMPI_X` and the other spellings ([`canonical`]), and
 /// MPICH's `internal_X`, the body of `PMPI_X` inlined into it (LLDB lists
 /// the inlined function at the call's pc, not the function it is in).
-fn entry_point(f: &Frame) -> Option<String> {
+pub fn entry_point(f: &Frame) -> Option<String> {
     let name = f.function.as_deref()?;
     if let Some(rest) = name.strip_prefix("internal_") {
         let object = f.object.as_deref().unwrap_or_default();
