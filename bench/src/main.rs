@@ -8,12 +8,14 @@
 //! target/release/mpiq-bench --mpi openmpi --k 10000 --frontends cli,gdb,lldb --no-job
 //! target/release/mpiq-bench floor FILE.rec [--reps N] [--dll LIB]   # the floor alone
 //! target/release/mpiq-bench cli-warm PID [--reps N] [--in-process]  # CLI, image cache warm
+//! target/release/mpiq-bench stacks [--ranks 128] [--reps 5]          # what stacks add to `mpiq job`
 //! ```
 
 mod drive;
 mod floor;
 mod proc;
 mod report;
+mod stacks;
 mod warm;
 
 use std::path::{Path, PathBuf};
@@ -28,7 +30,8 @@ usage: mpiq-bench [--mpi openmpi,mpich] [--k 10,1000,10000,100000] [--reps N]
                   [--frontends cli,gdb,lldb,replay] [--job-ranks 16] [--job-k 1000]
                   [--no-job] [--out DIR]
        mpiq-bench floor FILE [--reps N] [--dll LIB]
-       mpiq-bench cli-warm PID [--reps N] [--in-process]";
+       mpiq-bench cli-warm PID [--reps N] [--in-process]
+       mpiq-bench stacks [--ranks 128] [--reps 5] [--mpi openmpi] [--depths 10,100,1000,10000]";
 
 /// What to measure.
 struct Plan {
@@ -251,6 +254,17 @@ fn main() {
         }
         if let Err(e) = floor::main(Path::new(file), reps, dll.as_deref()) {
             eprintln!("mpiq-bench floor: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if args.first().map(String::as_str) == Some("stacks") {
+        let scratch = std::env::temp_dir().join(format!("mpiq-bench-stacks-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).unwrap_or_else(|e| die(&format!("{}: {e}", scratch.display())));
+        let r = stacks::main(&args[1..], &scratch);
+        let _ = std::fs::remove_dir_all(&scratch);
+        if let Err(e) = r {
+            eprintln!("mpiq-bench stacks: {e}");
             std::process::exit(1);
         }
         return;

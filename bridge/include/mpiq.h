@@ -16,7 +16,8 @@
  *
  * Versioning: MPIQ_API_VERSION changes whenever struct mpiq_target or a
  * function's meaning changes; mpiq_dump accepts tables of version 1 (which
- * end before `identity`), 2 (before `stacks`) and 3, and refuses others.
+ * end before `identity`), 2 (before `stacks`), 3 (before `frame_value`)
+ * and 4, and refuses others.
  * All functions are safe to call from any thread; dumps are serialized.
  * No callback may unwind (throw) into mpiq.
  */
@@ -30,7 +31,7 @@
 extern "C" {
 #endif
 
-#define MPIQ_API_VERSION 3
+#define MPIQ_API_VERSION 4
 
 /* What a target callback returns. */
 enum mpiq_status {
@@ -90,6 +91,14 @@ typedef struct mpiq_target {
      * next callback returns, and return MPIQ_OK; MPIQ_NOT_FOUND (or NULL):
      * this host gives no stacks. Asked only with --stacks. */
     int (*stacks)(void *ctx, const char **json);
+    /* Since API version 4, may be NULL. Set *value to the value of the
+     * parameter or variable `name` in frame `frame` (the index in the
+     * thread's frames as `stacks` listed them: 0 = innermost, inlined frames
+     * counted) of thread `thread` (its "tid" there): integers sign-extended
+     * to 64 bits, pointers as they are; and return MPIQ_OK. MPIQ_NOT_FOUND
+     * (or NULL): no such name there, or optimised out. Asked only with
+     * --stacks, for the frames of MPI calls. */
+    int (*frame_value)(void *ctx, uint64_t thread, uint32_t frame, const char *name, uint64_t *value);
 } mpiq_target;
 
 /* Results of mpiq_dump. */

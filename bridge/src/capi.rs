@@ -10,9 +10,10 @@ use crate::snapshot::model::ThreadStack;
 use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 use crate::{collect_all, render, DumpError};
 
-/// `MPIQ_API_VERSION`. Version 2 added `identity`, version 3 `stacks`;
-/// tables of versions 1 and 2 (which end before them) are still accepted.
-pub const API_VERSION: u32 = 3;
+/// `MPIQ_API_VERSION`. Version 2 added `identity`, version 3 `stacks`,
+/// version 4 `frame_value`; tables of versions 1 to 3 (which end before
+/// them) are still accepted.
+pub const API_VERSION: u32 = 4;
 /// The oldest `api_version` a table may have.
 const OLDEST_API_VERSION: u32 = 1;
 
@@ -57,6 +58,8 @@ pub struct mpiq_target {
     pub identity: Option<unsafe extern "C" fn(*mut c_void, *mut c_char, u64) -> c_int>,
     /// Since version 3; NULL: no stacks.
     pub stacks: Option<unsafe extern "C" fn(*mut c_void, *mut *const c_char) -> c_int>,
+    /// Since version 4; NULL: no values of frames.
+    pub frame_value: Option<unsafe extern "C" fn(*mut c_void, u64, u32, *const c_char, *mut u64) -> c_int>,
 }
 
 /// Room for an identity, NUL included.
@@ -218,6 +221,20 @@ impl Target for CTarget<'_> {
             MPIQ_INTERRUPTED => Err(TargetError::Interrupted),
             _ => Err(TargetError::Host(take_error("read the call stacks"))),
         }
+    }
+
+    fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
+        // Tables before version 4 end before the field.
+        let Some(f) = self.t.frame_value.filter(|_| self.t.api_version >= 4) else {
+            return Ok(None);
+        };
+        let Ok(c) = CString::new(name) else { return Ok(None) };
+        let mut value = 0u64;
+        // SAFETY: the host promised (mpiq.h) a callback that reads the
+        // NUL-terminated `c` and writes one u64 to `value`, both alive for
+        // the call, and does not unwind.
+        let rc = unsafe { f(self.t.ctx, thread, frame, c.as_ptr(), &mut value) };
+        lookup(rc, value, &format!("read {name} in frame {frame} of thread {thread}"))
     }
 }
 

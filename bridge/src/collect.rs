@@ -38,9 +38,12 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
         snap.stacks = Some(match target.stacks() {
             Ok(Some(threads)) => Stacks {
                 where_: Some(crate::stacks::where_words(&threads)),
+                calls: match crate::stacks::args::try_calls(target, &threads, &snap.communicators) {
+                    Ok(calls) => calls,
+                    Err(_) => return Err(Interrupted),
+                },
                 threads,
                 missing: None,
-                calls: Vec::new(),
             },
             Ok(None) => Stacks {
                 where_: None,
@@ -103,6 +106,9 @@ fn queues(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSnapshot
             Ok(part) => {
                 snap.messages.append(&mut refusals);
                 merge(&mut snap, part);
+                if let Err(TargetError::Interrupted) = ompi_waited_requests(target, &mut snap) {
+                    return Err(Interrupted);
+                }
                 if snap.world_rank.is_none() {
                     normalize::finish(&mut snap);
                 }
@@ -124,6 +130,87 @@ fn queues(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSnapshot
         refusals.join("; ")
     ));
     Ok(snap)
+}
+
+/// Open MPI 4.1's debug library reads a request's `req_complete` as a
+/// flag, but while a thread waits on the request (`MPI_Wait*`, a blocking
+/// call under `MPI_THREAD_MULTIPLE`) it holds a pointer to the waiter's
+/// sync object (ompi/request/req_wait.c): such operations are listed as
+/// `complete` though nothing arrived. Each operation listed complete whose
+/// request (the `Receive: 0x...` / `Send: 0x...` line) holds anything but
+/// `REQUEST_COMPLETED` (1) is set back to pending, and the process says so.
+fn ompi_waited_requests(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result<(), TargetError> {
+    let is_ompi = snap.dll.as_ref().is_some_and(|d| d.version.starts_with("Open MPI"));
+    let listed = |op: &Operation| {
+        let line = op.extra_text.first()?;
+        let hex = line
+            .strip_prefix("Receive: 0x")
+            .or_else(|| line.strip_prefix("Send: 0x"))?;
+        u64::from_str_radix(hex.trim(), 16).ok()
+    };
+    let complete: Vec<(usize, QueueKind, usize, u64)> = snap
+        .communicators
+        .iter()
+        .enumerate()
+        .flat_map(|(ci, c)| {
+            [QueueKind::Sends, QueueKind::Receives].into_iter().flat_map(move |q| {
+                c.queues
+                    .get(q)
+                    .operations
+                    .iter()
+                    .enumerate()
+                    .filter_map(move |(oi, op)| {
+                        (op.status == Status::Complete).then(|| listed(op).map(|a| (ci, q, oi, a)))?
+                    })
+            })
+        })
+        .collect();
+    if !is_ompi || complete.is_empty() {
+        return Ok(());
+    }
+    let offset = match target.find_type("ompi_request_t")? {
+        Some(ty) => target.field_offset(ty, "req_complete")?,
+        None => None,
+    };
+    let Some(offset) = offset else {
+        snap.messages.push(
+            "operations listed as complete could not be checked: no type ompi_request_t with a field \
+             req_complete (Open MPI's debug library lists requests a thread waits on as complete)"
+                .into(),
+        );
+        return Ok(());
+    };
+    let mut fixed = 0usize;
+    let mut unreadable = 0usize;
+    for (ci, q, oi, addr) in complete {
+        let mut word = [0u8; 8];
+        match target.read_memory(addr.wrapping_add(offset), &mut word) {
+            Ok(()) => {
+                if u64::from_le_bytes(word) != 1 {
+                    snap.communicators[ci].queues.get_mut(q).operations[oi].status = Status::Pending;
+                    fixed += 1;
+                }
+            }
+            Err(TargetError::Interrupted) => return Err(TargetError::Interrupted),
+            Err(_) => unreadable += 1,
+        }
+    }
+    if fixed > 0 {
+        snap.messages.push(format!(
+            "{fixed} operation{} the debug library listed as complete {} pending: a thread waits on {} \
+             (Open MPI's library reads the request's req_complete, then a pointer to the waiter, as a flag)",
+            if fixed == 1 { "" } else { "s" },
+            if fixed == 1 { "is" } else { "are" },
+            if fixed == 1 { "it" } else { "them" },
+        ));
+    }
+    if unreadable > 0 {
+        snap.messages.push(format!(
+            "{unreadable} operation{} listed as complete could not be checked (its request could not be read)",
+            if unreadable == 1 { "" } else { "s" }
+        ));
+    }
+    Ok(())
 }
 
 /// Copies what running the library learnt into the process snapshot.
@@ -205,6 +292,8 @@ mod tests {
     struct WithStacks {
         mem: Mem,
         stacks: Result<Option<Vec<ThreadStack>>, TargetError>,
+        /// What `frame_value` answers for `comm`, in any frame.
+        comm: Result<Option<u64>, TargetError>,
     }
 
     impl Target for WithStacks {
@@ -238,6 +327,13 @@ mod tests {
         fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
             self.stacks.clone()
         }
+        fn frame_value(&mut self, _: u64, _: u32, name: &str) -> Result<Option<u64>, TargetError> {
+            if name == "comm" {
+                self.comm.clone()
+            } else {
+                Ok(None)
+            }
+        }
     }
 
     fn one_thread() -> Vec<ThreadStack> {
@@ -266,6 +362,7 @@ mod tests {
         let mut t = WithStacks {
             mem: Mem::new(0x1000, 0x1000),
             stacks: Ok(Some(one_thread())),
+            comm: Ok(None),
         };
         let snap = collect(&mut t, &stacks).unwrap();
         assert!(snap.error.is_some(), "no MPI here: {snap:?}");
@@ -294,5 +391,45 @@ mod tests {
         let live = collect(&mut recorder, &stacks).unwrap();
         let mut replay = Replay::new(recorder.finish()).expect("a replay of the recording");
         assert_eq!(collect(&mut replay, &stacks).unwrap().stacks, live.stacks);
+    }
+
+    /// A thread in an MPI call gets its `calls` entry, with the values the
+    /// host gives through every wrapper (the answer cache, a recording).
+    #[test]
+    fn calls_come_with_the_stacks() {
+        let stacks = DumpOptions {
+            stacks: true,
+            ..DumpOptions::default()
+        };
+        let mut in_barrier = one_thread();
+        in_barrier[0].frames.insert(
+            0,
+            Frame {
+                pc: "0x2000".into(),
+                function: Some("PMPI_Barrier".into()),
+                object: Some("/opt/mpi/lib/libmpi.so.12".into()),
+                ..Frame::default()
+            },
+        );
+        let mut t = WithStacks {
+            mem: Mem::new(0x1000, 0x1000),
+            stacks: Ok(Some(in_barrier)),
+            comm: Ok(Some(0x4400_0000)),
+        };
+        let calls = collect(&mut t, &stacks).unwrap().stacks.unwrap().calls;
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(
+            (calls[0].tid, calls[0].frame, calls[0].call.as_str()),
+            (7, 0, "barrier")
+        );
+        assert_eq!(calls[0].comm_handle.as_deref(), Some("0x44000000"));
+        let mut recorder = Recorder::new(&mut t);
+        let live = collect(&mut recorder, &stacks).unwrap();
+        let mut replay = Replay::new(recorder.finish()).expect("a replay of the recording");
+        assert_eq!(collect(&mut replay, &stacks).unwrap().stacks, live.stacks);
+        t.comm = Err(TargetError::Interrupted);
+        assert_eq!(collect(&mut t, &stacks), Err(Interrupted));
+        t.stacks = Ok(Some(one_thread()));
+        assert!(collect(&mut t, &stacks).unwrap().stacks.unwrap().calls.is_empty());
     }
 }

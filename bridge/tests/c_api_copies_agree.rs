@@ -98,6 +98,7 @@ fn rust_copy() -> ApiCopy {
             executable,
             identity,
             stacks,
+            frame_value,
         }),
     ]);
     ApiCopy {

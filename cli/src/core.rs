@@ -437,6 +437,7 @@ impl CoreProcess {
             attachment: None,
             core_threads: layout.threads,
             warnings,
+            unwound: None,
         })
     }
 }

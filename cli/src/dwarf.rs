@@ -125,6 +125,11 @@ pub struct Die {
     pub address_size: u8,
     /// The DIE has children.
     pub has_children: bool,
+    /// `DW_AT_encoding` of a base type.
+    pub encoding: Option<gimli::DwAte>,
+    /// `DW_AT_abstract_origin`: the abstract instance of an inlined or
+    /// out-of-line copy (its name and type are there).
+    pub abstract_origin: Option<DieRef>,
 }
 
 /// The DWARF of one file (an object, its separate debug file, or a dwz
@@ -398,7 +403,7 @@ impl DebugInfo {
         Ok(unit)
     }
 
-    fn to_ref(&self, unit: &gimli::Unit<R>, value: AttributeValue<R>) -> Option<DieRef> {
+    pub(crate) fn to_ref(&self, unit: &gimli::Unit<R>, value: AttributeValue<R>) -> Option<DieRef> {
         let base = unit.header.offset().as_debug_info_offset()?.0 as u64;
         match value {
             AttributeValue::UnitRef(o) => Some(DieRef {
@@ -437,6 +442,8 @@ impl DebugInfo {
             count: None,
             address_size: unit.encoding().address_size,
             has_children: entry.has_children(),
+            encoding: None,
+            abstract_origin: None,
         };
         let mut lower = None;
         let mut upper = None;
@@ -454,6 +461,12 @@ impl DebugInfo {
                 dw::DW_AT_data_member_location => die.member_location = member_location(&attr, unit.encoding()),
                 dw::DW_AT_data_bit_offset => die.data_bit_offset = attr.udata_value(),
                 dw::DW_AT_count => die.count = attr.udata_value(),
+                dw::DW_AT_encoding => {
+                    if let AttributeValue::Encoding(e) = attr.value() {
+                        die.encoding = Some(e);
+                    }
+                }
+                dw::DW_AT_abstract_origin => die.abstract_origin = self.to_ref(unit, attr.value()),
                 dw::DW_AT_lower_bound => lower = attr.udata_value(),
                 dw::DW_AT_upper_bound => upper = attr.udata_value(),
                 _ => {}

@@ -204,6 +204,7 @@ impl LiveProcess {
             attachment: None,
             core_threads: Vec::new(),
             warnings,
+            unwound: None,
         })
     }
 }

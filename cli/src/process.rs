@@ -20,6 +20,9 @@ pub struct Process<M: Memory> {
     /// A core file's threads (`NT_PRSTATUS`).
     pub(crate) core_threads: Vec<ThreadRegs>,
     pub(crate) warnings: Vec<String>,
+    /// The stacks [`Target::stacks`] gave, with what
+    /// [`Target::frame_value`] needs of each frame; cleared on detach.
+    pub(crate) unwound: Option<Vec<crate::unwind::ThreadStack>>,
 }
 
 impl<M: Memory> Process<M> {
@@ -69,6 +72,7 @@ impl<M: Memory> Process<M> {
 
     /// Releases a stopped process now (dropping does it too).
     pub fn detach(&mut self) -> Result<(), AttachError> {
+        self.unwound = None;
         match self.attachment.take() {
             Some(a) => a.detach(),
             None => Ok(()),
@@ -169,7 +173,31 @@ impl<M: Memory> Target for Process<M> {
     /// live process stopped for the dump, or a core file.
     fn stacks(&mut self) -> Result<Option<Vec<mpiq::ThreadStack>>, TargetError> {
         let stacks = crate::unwind::with_shared(|u| u.process_stacks(self));
-        Ok(Some(stacks.into_iter().map(crate::unwind::to_model).collect()))
+        let model = stacks.iter().cloned().map(crate::unwind::to_model).collect();
+        self.unwound = Some(stacks);
+        Ok(Some(model))
+    }
+
+    /// Evaluated from the DWARF of the frame's function with the registers
+    /// the unwinder recovered for that frame (`cli/src/unwind/values.rs`);
+    /// frames are those of the last [`Target::stacks`] (unwound now if
+    /// there was none).
+    fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
+        if self.unwound.is_none() {
+            self.unwound = Some(crate::unwind::with_shared(|u| u.process_stacks(self)));
+        }
+        let Some(stack) = self
+            .unwound
+            .as_ref()
+            .and_then(|s| s.iter().find(|t| u64::try_from(t.tid).ok() == Some(thread)))
+        else {
+            return Ok(None);
+        };
+        let Ok(frame) = usize::try_from(frame) else {
+            return Ok(None);
+        };
+        let mem = &self.mem;
+        crate::unwind::with_shared(|u| u.frame_value(stack, frame, name, mem))
     }
 
     /// A live process: its pid, its start time (a new process with the same

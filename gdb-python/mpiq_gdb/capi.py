@@ -9,7 +9,7 @@ not import gdb: that test imports it with a plain python3.
 
 import ctypes
 
-MPIQ_API_VERSION = 3
+MPIQ_API_VERSION = 4
 
 # enum mpiq_status: what a target callback returns.
 MPIQ_OK = 0
@@ -51,6 +51,7 @@ MPIQ_TYPE_SIZES = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(MpiqTypeSizes))
 MPIQ_INT32_OUT = ctypes.CFUNCTYPE(_c_int, _vp, _i32p)  # byte_order, world_rank
 MPIQ_IDENTITY = ctypes.CFUNCTYPE(_c_int, _vp, _vp, ctypes.c_uint64)
 MPIQ_STACKS = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.POINTER(_cp))
+MPIQ_FRAME_VALUE = ctypes.CFUNCTYPE(_c_int, _vp, ctypes.c_uint64, ctypes.c_uint32, _cp, _u64p)
 
 
 class MpiqTargetStruct(ctypes.Structure):
@@ -72,6 +73,7 @@ class MpiqTargetStruct(ctypes.Structure):
         ("executable", _cp),
         ("identity", MPIQ_IDENTITY),
         ("stacks", MPIQ_STACKS),
+        ("frame_value", MPIQ_FRAME_VALUE),
     ]
 
 

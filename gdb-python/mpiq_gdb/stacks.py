@@ -74,3 +74,38 @@ def stacks_json(inferior):
     selection afterwards)."""
     threads = sorted(inferior.threads(), key=lambda t: t.num)
     return json.dumps([_thread(t) for t in threads]).encode("utf-8", "replace")
+
+
+_MASK = (1 << 64) - 1
+_INTEGERS = (gdb.TYPE_CODE_INT, gdb.TYPE_CODE_ENUM, gdb.TYPE_CODE_BOOL, gdb.TYPE_CODE_CHAR)
+
+
+def frame_value(inferior, tid, index, name):
+    """The value of `name` in frame `index` (counted as `_thread` lists
+    them: inlined frames too) of the thread whose tid is `tid`, as an
+    unsigned 64-bit number (integers sign-extended, pointers as they are);
+    None: no such thread, frame or name, optimised out, or not a number.
+    The thread becomes the selected one (the caller restores the selection)."""
+    thread = next((t for t in inferior.threads() if (t.ptid[1] or t.num) == tid), None)
+    if thread is None:
+        return None
+    thread.switch()
+    frame = gdb.newest_frame()
+    for _ in range(index):
+        if frame is None:
+            return None
+        frame = frame.older()
+    if frame is None:
+        return None
+    try:
+        value = frame.read_var(name)
+    except ValueError:  # no such variable in this frame
+        return None
+    if value.is_optimized_out:
+        return None
+    code = value.type.strip_typedefs().code
+    if code == gdb.TYPE_CODE_PTR:
+        return int(value.cast(gdb.lookup_type("unsigned long"))) & _MASK
+    if code in _INTEGERS:
+        return int(value) & _MASK
+    return None

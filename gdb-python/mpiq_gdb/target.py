@@ -13,6 +13,7 @@ from .capi import (
     MPIQ_FIELD_OFFSET,
     MPIQ_FIND_ADDRESS,
     MPIQ_FIND_TYPE,
+    MPIQ_FRAME_VALUE,
     MPIQ_IDENTITY,
     MPIQ_INT32_OUT,
     MPIQ_INTERRUPTED,
@@ -249,6 +250,22 @@ class MpiqTarget:
             except BaseException as e:  # noqa: BLE001 -- nothing may escape into C
                 return fail(e, "call stacks")
 
+        def frame_value(ctx, tid, index, name, out):
+            try:
+                if dump.interrupted:
+                    return MPIQ_INTERRUPTED
+                if get_ident() != _main_thread:
+                    return dump.wrong_thread()
+                dump.active = None  # the selected thread changes:
+                dump.moved = True  # reactivate before the next lookup, restore at the end
+                value = stacks.frame_value(self.inferior, tid, index, name.decode("utf-8", "replace"))
+                if value is None:
+                    return MPIQ_NOT_FOUND
+                out[0] = value
+                return MPIQ_OK
+            except BaseException as e:  # noqa: BLE001 -- nothing may escape into C
+                return fail(e, "value of a frame's variable in thread", tid)
+
         return (
             MPIQ_READ_MEMORY(read_memory),
             MPIQ_FIND_ADDRESS(find_symbol),
@@ -261,6 +278,7 @@ class MpiqTarget:
             MPIQ_INT32_OUT(world_rank),
             MPIQ_IDENTITY(identity),
             MPIQ_STACKS(stacks_cb),
+            MPIQ_FRAME_VALUE(frame_value),
         )
 
     def _activate(self):

@@ -63,6 +63,8 @@ public:
   rust::String frame_file(uint32_t thread, uint32_t frame) const;
   uint32_t frame_line(uint32_t thread, uint32_t frame) const;
   bool frame_inlined(uint32_t thread, uint32_t frame) const;
+  bool frame_value(uint64_t tid, uint32_t frame, rust::Str name,
+                   uint64_t &value) const;
 
 private:
   // The SB classes' getters are not const; the handles are.

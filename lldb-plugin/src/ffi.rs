@@ -110,6 +110,12 @@ mod bridge {
         fn frame_line(self: &TargetHost, thread: u32, frame: u32) -> u32;
         /// Whether the frame is of a function inlined into the next.
         fn frame_inlined(self: &TargetHost, thread: u32, frame: u32) -> bool;
+        /// The value of a variable or parameter of frame `frame` (inlined
+        /// frames counted, as `frame_*` count them) of the thread whose id
+        /// is `tid`: integers sign-extended, pointers as they are; false if
+        /// there is no such thread, frame or name, or it is optimised out or
+        /// not a number.
+        fn frame_value(self: &TargetHost, tid: u64, frame: u32, name: &str, value: &mut u64) -> bool;
     }
 }
 

@@ -500,4 +500,37 @@ bool TargetHost::frame_inlined(uint32_t thread, uint32_t frame) const {
   return process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame).IsInlined();
 }
 
+// A parameter's or variable's value, for the arguments of MPI calls.
+bool TargetHost::frame_value(uint64_t tid, uint32_t frame, rust::Str name,
+                             uint64_t &value) const {
+  try {
+    lldb::SBThread thread = process_.GetThreadByID(tid);
+    if (!thread.IsValid())
+      return false;
+    lldb::SBFrame f = thread.GetFrameAtIndex(frame);
+    if (!f.IsValid())
+      return false;
+    std::string wanted(name);
+    lldb::SBValue v = f.FindVariable(wanted.c_str());
+    // Optimised out: valid, but its error says "variable not available".
+    if (!v.IsValid() || v.GetError().Fail() || v.GetValue() == nullptr)
+      return false;
+    uint32_t flags = v.GetType().GetCanonicalType().GetTypeFlags();
+    lldb::SBError error;
+    if (flags & lldb::eTypeIsPointer) {
+      value = v.GetValueAsUnsigned(error);
+    } else if (flags & (lldb::eTypeIsInteger | lldb::eTypeIsEnumeration)) {
+      if (flags & lldb::eTypeIsSigned)
+        value = static_cast<uint64_t>(v.GetValueAsSigned(error));
+      else
+        value = v.GetValueAsUnsigned(error);
+    } else {
+      return false;
+    }
+    return error.Success();
+  } catch (...) {
+    return false;
+  }
+}
+
 } // namespace mpiq_lldb

@@ -96,6 +96,14 @@ impl Target for LldbTarget {
         Ok(Some(threads))
     }
 
+    /// LLDB counts frames as [`LldbTarget::stacks`] lists them (inlined
+    /// frames too: `GetFrameAtIndex`).
+    fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
+        self.check_interrupt()?;
+        let mut value = 0;
+        Ok(self.host.frame_value(thread, frame, name, &mut value).then_some(value))
+    }
+
     fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
         if buf.is_empty() {
             return Ok(());

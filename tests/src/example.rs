@@ -28,11 +28,34 @@ pub enum Example {
     Sessions,
     /// `barrier_vs_recv.c`: rank 0 in `MPI_Barrier`, the others in `MPI_Recv` from rank 0.
     BarrierVsRecv,
+    /// `deep_stack.c [DEPTH]`: DEPTH frames of recursion, then rank 0 in `MPI_Barrier`, the
+    /// others in `pause()` (benchmarks and bounds; harness default depth 100).
+    DeepStack,
+    /// `split_mismatch.c`: rank 0 in `MPI_Barrier` on "low", ranks 1-3 in `MPI_Barrier` on
+    /// `MPI_COMM_WORLD` (a collective mismatch; exactly 4 ranks).
+    SplitMismatch,
+    /// `ssend_ring.c`: every rank in `MPI_Ssend` to r+1, nobody receives.
+    SsendRing,
+    /// `any_source_computing.c`: rank 0 in an `MPI_ANY_SOURCE` receive, rank 1 computing
+    /// (`usleep` loop), rank 2 in `MPI_Recv` from 0 (exactly 3 ranks; not a deadlock).
+    AnySourceComputing,
+    /// `waitany.c [any|all]`: rank 0 in `MPI_Waitany` over receives from 1 and 2, rank 1 in
+    /// `MPI_Recv` from 0, rank 2 computing (exactly 3 ranks). The harness runs `any` (not a
+    /// deadlock); `.args(["all"])` gives `MPI_Waitall` (deadlock, cycle [0,1]).
+    Waitany,
+    /// `healthy.c`: a `MPI_Sendrecv` ring with `usleep(50 ms)` between steps, forever (runs
+    /// until killed).
+    Healthy,
+    /// `threads.c [compute|join]`: `MPI_THREAD_MULTIPLE`; rank 0's second thread in `MPI_Recv`
+    /// from 1 while its main thread computes, rank 1 in `MPI_Recv` from 0 (exactly 2 ranks).
+    /// The harness runs `compute` (not a deadlock); `.args(["join"])` puts rank 0's main
+    /// thread in `pthread_join` (deadlock, cycle [0,1]).
+    Threads,
 }
 
 impl Example {
     /// Every example, in a stable order.
-    pub const ALL: [Example; 8] = [
+    pub const ALL: [Example; 15] = [
         Example::Ring,
         Example::NamedComms,
         Example::Unexpected,
@@ -41,6 +64,13 @@ impl Example {
         Example::ManyOps,
         Example::Sessions,
         Example::BarrierVsRecv,
+        Example::DeepStack,
+        Example::SplitMismatch,
+        Example::SsendRing,
+        Example::AnySourceComputing,
+        Example::Waitany,
+        Example::Healthy,
+        Example::Threads,
     ];
 
     /// The file stem: `examples/<name>.c`, and the executable's name.
@@ -54,30 +84,52 @@ impl Example {
             Example::ManyOps => "many_ops",
             Example::Sessions => "sessions",
             Example::BarrierVsRecv => "barrier_vs_recv",
+            Example::DeepStack => "deep_stack",
+            Example::SplitMismatch => "split_mismatch",
+            Example::SsendRing => "ssend_ring",
+            Example::AnySourceComputing => "any_source_computing",
+            Example::Waitany => "waitany",
+            Example::Healthy => "healthy",
+            Example::Threads => "threads",
         }
     }
 
-    /// The rank count the harness uses unless told otherwise: 4, except `deadlock` (3) and
-    /// `many_ops` (2).
+    /// The rank count the harness uses unless told otherwise: 4, except `deadlock`,
+    /// `any_source_computing` and `waitany` (3), and `many_ops`, `threads` and `deep_stack` (2).
+    /// `split_mismatch`, `any_source_computing`, `waitany` and `threads` need exactly that
+    /// many (they call `MPI_Abort` otherwise).
     pub const fn default_nprocs(self) -> usize {
         match self {
-            Example::Deadlock => 3,
-            Example::ManyOps => 2,
+            Example::Deadlock | Example::AnySourceComputing | Example::Waitany => 3,
+            Example::ManyOps | Example::Threads | Example::DeepStack => 2,
             _ => 4,
         }
     }
 
     /// The program arguments the harness uses unless told otherwise: `many_ops` gets `100`
     /// (K = 100 receives per rank, to keep tests quick; pass `["1000"]` or nothing through
-    /// [`crate::JobBuilder::args`] for the program's own default of 1000). Others get none.
+    /// [`crate::JobBuilder::args`] for the program's own default of 1000); `waitany` gets
+    /// `any` (pass `["all"]` for `MPI_Waitall`); `threads` gets `compute` (pass `["join"]` for
+    /// `pthread_join`). Others get none.
     pub const fn default_args(self) -> &'static [&'static str] {
         match self {
-            Example::ManyOps => &["100"],
+            Example::ManyOps | Example::DeepStack => &["100"],
+            Example::Waitany => &["any"],
+            Example::Threads => &["compute"],
             _ => &[],
         }
     }
 
-    /// Whether the program exits by itself (only `slow`); the others wait until killed.
+    /// Extra compiler flags, after `-g -O0 -Wall`: `-pthread` for `threads`.
+    pub const fn cflags(self) -> &'static [&'static str] {
+        match self {
+            Example::Threads => &["-pthread"],
+            _ => &[],
+        }
+    }
+
+    /// Whether the program exits by itself (only `slow`); the others wait until killed
+    /// (`healthy` keeps exchanging until then).
     pub const fn runs_to_completion(self) -> bool {
         matches!(self, Example::Slow)
     }
@@ -150,7 +202,7 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Builds `examples/<name>.c` with `mpi`'s `mpicc -g -O0` into
+/// Builds `examples/<name>.c` with `mpi`'s `mpicc -g -O0 -Wall` (and [`Example::cflags`]) into
 /// `<build root>/<mpi name>/<name>` (see [`examples_build_root`]) and returns the executable.
 ///
 /// Rebuilds only when the source or `examples/mpiq_example.h` is newer than the executable.
@@ -186,6 +238,7 @@ pub fn build_example(mpi: Mpi, example: Example) -> PathBuf {
     }
 
     let mut args: Vec<std::ffi::OsString> = ["-g", "-O0", "-Wall"].iter().map(Into::into).collect();
+    args.extend(example.cflags().iter().map(Into::into));
     args.push(source.clone().into_os_string());
     compile(&mpi.mpicc(), &args, &exe, &format!("example `{example}` with {mpi}"));
     exe

@@ -69,6 +69,13 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     openmpi_many_ops: OpenMpi, ManyOps;
     openmpi_sessions: OpenMpi, Sessions;
     openmpi_barrier_vs_recv: OpenMpi, BarrierVsRecv;
+    openmpi_deep_stack: OpenMpi, DeepStack;
+    openmpi_split_mismatch: OpenMpi, SplitMismatch;
+    openmpi_ssend_ring: OpenMpi, SsendRing;
+    openmpi_any_source_computing: OpenMpi, AnySourceComputing;
+    openmpi_waitany: OpenMpi, Waitany;
+    openmpi_healthy: OpenMpi, Healthy;
+    openmpi_threads: OpenMpi, Threads;
     mpich_ring: Mpich, Ring;
     mpich_named_comms: Mpich, NamedComms;
     mpich_unexpected: Mpich, Unexpected;
@@ -77,12 +84,59 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     mpich_many_ops: Mpich, ManyOps;
     mpich_sessions: Mpich, Sessions;
     mpich_barrier_vs_recv: Mpich, BarrierVsRecv;
+    mpich_deep_stack: Mpich, DeepStack;
+    mpich_split_mismatch: Mpich, SplitMismatch;
+    mpich_ssend_ring: Mpich, SsendRing;
+    mpich_any_source_computing: Mpich, AnySourceComputing;
+    mpich_waitany: Mpich, Waitany;
+    mpich_healthy: Mpich, Healthy;
+    mpich_threads: Mpich, Threads;
 }
 
 #[test]
 fn every_example_has_a_start_test() {
     // The macro above must list every (MPI, example) pair.
-    assert_eq!(Example::ALL.len() * Mpi::all().len(), 16);
+    assert_eq!(Example::ALL.len() * Mpi::all().len(), 30);
+}
+
+/// The second variants of the two-variant examples (`waitany all`, `threads join`) start too,
+/// under both MPIs, with every rank its own running process.
+#[test]
+fn the_other_variants_start() {
+    for mpi in Mpi::all() {
+        for (example, arg) in [(Example::Waitany, "all"), (Example::Threads, "join")] {
+            let job = Job::builder(mpi, example).args([arg]).start();
+            assert_eq!(job.ranks().len(), example.default_nprocs());
+            for r in job.ranks() {
+                assert!(
+                    Job::is_running(r.pid),
+                    "{example} {arg} under {mpi}: rank {} runs",
+                    r.rank
+                );
+            }
+            let started = job.processes().to_vec();
+            drop(job);
+            assert_all_gone(&started, GONE);
+        }
+    }
+}
+
+/// The examples that must run on exactly their default rank count refuse any other.
+#[test]
+fn fixed_size_examples_refuse_other_sizes() {
+    for example in [
+        Example::SplitMismatch,
+        Example::AnySourceComputing,
+        Example::Waitany,
+        Example::Threads,
+    ] {
+        let err = Job::builder(Mpi::Mpich, example)
+            .nprocs(example.default_nprocs() + 1)
+            .ready_timeout(Duration::from_secs(30))
+            .try_start()
+            .expect_err("a wrong rank count must fail");
+        assert!(matches!(err, JobError::ExitedEarly { .. }), "{example}: {err}");
+    }
 }
 
 #[test]

@@ -250,6 +250,78 @@ fn merged_stacks(mpi: Mpi) {
     }
 }
 
+/// What one rank's snapshot says of its main thread's MPI call, once the
+/// rank is in it (barrier_vs_recv.c prints READY before MPI_Recv: asked
+/// again until the call and, for a receive, its queue entry are there).
+fn call_of(fe: FrontEnd, pid: u32, want: &str) -> (Value, Value) {
+    let mut last = Value::Null;
+    for _ in 0..40 {
+        let v = snapshot(fe, pid, "--stacks");
+        let p = v["processes"][0].clone();
+        let call = p["stacks"]["calls"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["tid"] == pid).cloned());
+        let posted = want != "recv" || !receives(&p).is_empty();
+        if let Some(call) = call.filter(|c| c["call"] == want && posted) {
+            return (call, p);
+        }
+        last = p;
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    panic!("{fe:?}: pid {pid} never in {want}: {last:#}");
+}
+
+/// The posted receives on MPI_COMM_WORLD.
+fn receives(p: &Value) -> Vec<Value> {
+    world(p)["queues"]["receives"]["operations"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn world(p: &Value) -> Value {
+    p["communicators"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "MPI_COMM_WORLD").cloned())
+        .unwrap_or_else(|| panic!("no MPI_COMM_WORLD in {p:#}"))
+}
+
+/// barrier_vs_recv under `mpi`, through gdb or lldb: rank 0 is in
+/// `barrier` on MPI_COMM_WORLD; the other ranks in `recv` on it, from rank 0
+/// with tag 3 into the buffer of their posted receive. Checked by hand: gdb
+/// reads every argument of MPICH's `PMPI_Recv`; Open MPI's `PMPI_Recv` has
+/// `source` and `tag` optimised out, which the receive's own request gives
+/// (`ompi_request_wait_completion(req)` inside it). LLDB 16 finds no
+/// function, so no variables, for either MPI's `PMPI_Recv`/`PMPI_Barrier`
+/// pc: the communicator comes from the library's own frames (Open MPI's
+/// `ompi_coll_base_barrier_*` `comm`, MPICH's `MPIR_Barrier_impl`
+/// `comm_ptr`) and the receives' arguments from their requests (Open MPI's
+/// `req`, MPICH's `MPIR_Wait_impl` `request_ptr`).
+fn mpi_calls(mpi: Mpi, fe: FrontEnd) {
+    gdb::require_ptrace();
+    let job = Job::builder(mpi, Example::BarrierVsRecv).start();
+    for rank in job.ranks() {
+        let want = if rank.rank == 0 { "barrier" } else { "recv" };
+        let (call, p) = call_of(fe, rank.pid, want);
+        eprintln!("{fe:?} under {mpi}, rank {}: {call}", rank.rank);
+        let world = world(&p);
+        assert_eq!(call["communicator"], world["id"], "rank {}: {call:#}", rank.rank);
+        if want == "barrier" {
+            assert_eq!(call["peer"], Value::Null);
+            continue;
+        }
+        let posted = receives(&p);
+        assert_eq!(posted.len(), 1, "{posted:?}");
+        assert_eq!(call["buffer"], posted[0]["buffer"], "rank {}: {call:#}", rank.rank);
+        assert_eq!(
+            (&call["peer"], &call["tag"]),
+            (&Value::from(0), &Value::from(3)),
+            "{call:#}"
+        );
+        assert_eq!(call["why"], Value::Null, "{call:#}");
+    }
+}
+
 #[test]
 fn merged_stacks_openmpi() {
     merged_stacks(Mpi::OpenMpi);
@@ -258,4 +330,24 @@ fn merged_stacks_openmpi() {
 #[test]
 fn merged_stacks_mpich() {
     merged_stacks(Mpi::Mpich);
+}
+
+#[test]
+fn mpi_calls_gdb_openmpi() {
+    mpi_calls(Mpi::OpenMpi, FrontEnd::Gdb);
+}
+
+#[test]
+fn mpi_calls_gdb_mpich() {
+    mpi_calls(Mpi::Mpich, FrontEnd::Gdb);
+}
+
+#[test]
+fn mpi_calls_lldb_openmpi() {
+    mpi_calls(Mpi::OpenMpi, FrontEnd::Lldb);
+}
+
+#[test]
+fn mpi_calls_lldb_mpich() {
+    mpi_calls(Mpi::Mpich, FrontEnd::Lldb);
 }

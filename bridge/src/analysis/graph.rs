@@ -28,6 +28,9 @@ pub(crate) struct Facts<'a> {
     pub progressed: &'a BTreeSet<i64>,
     /// Ranks whose waits the previous sample could not confirm.
     pub unconfirmed: &'a BTreeSet<i64>,
+    /// Ranks free whatever they wait for: computing outside MPI, or in a
+    /// blocking call that is satisfied.
+    pub free: &'a BTreeSet<i64>,
 }
 
 /// What to assume of everything unknown.
@@ -40,27 +43,37 @@ pub(crate) enum Assume {
 }
 
 /// The ranks graph reduction frees.
+///
+/// A rank's waits form groups ([`Wait::group`]): it is freed once every
+/// wait of one of its groups is satisfied. A rank without waits, or one
+/// in `f.free`, is free from the start.
 pub(crate) fn reduce(f: &Facts<'_>, assume: Assume) -> BTreeSet<i64> {
     let best = assume == Assume::Best;
     let mut free: BTreeSet<i64> = BTreeSet::new();
-    // Unsatisfied waits of each rank still in question.
-    let mut open: HashMap<i64, usize> = HashMap::new();
+    // Unsatisfied waits of each group of each rank still in question.
+    let mut open: HashMap<i64, HashMap<u32, usize>> = HashMap::new();
     for &n in f.nodes {
         if f.unknown.contains(&n) {
             if best {
                 free.insert(n);
             }
-        } else if f.progressed.contains(&n) || (best && f.unconfirmed.contains(&n)) {
+        } else if f.progressed.contains(&n) || f.free.contains(&n) || (best && f.unconfirmed.contains(&n)) {
             free.insert(n);
         } else {
-            open.insert(n, 0);
+            open.insert(n, HashMap::new());
+        }
+    }
+    // Every group exists, also when all its waits are satisfied at once.
+    for w in f.waits {
+        if let Some(groups) = open.get_mut(&w.rank) {
+            groups.entry(w.group).or_insert(0);
         }
     }
     let mut satisfied = vec![false; f.waits.len()];
     let mut waiting_on: HashMap<i64, Vec<usize>> = HashMap::new();
     let mut unresolved: Vec<usize> = Vec::new();
     for (i, w) in f.waits.iter().enumerate() {
-        let Some(count) = open.get_mut(&w.rank) else {
+        let Some(count) = open.get_mut(&w.rank).and_then(|g| g.get_mut(&w.group)) else {
             continue;
         };
         if best && !w.certain {
@@ -83,18 +96,18 @@ pub(crate) fn reduce(f: &Facts<'_>, assume: Assume) -> BTreeSet<i64> {
         *count += 1;
     }
     let mut queue: VecDeque<i64> = free.iter().copied().collect();
-    for (&r, &n) in &open {
-        if n == 0 && free.insert(r) {
+    for (&r, groups) in &open {
+        if (groups.is_empty() || groups.values().any(|n| *n == 0)) && free.insert(r) {
             queue.push_back(r);
         }
     }
     let mut release = |i: usize, free: &mut BTreeSet<i64>, queue: &mut VecDeque<i64>, satisfied: &mut Vec<bool>| {
         satisfied[i] = true;
-        let owner = f.waits[i].rank;
-        if let Some(n) = open.get_mut(&owner) {
-            *n -= 1;
-            if *n == 0 && free.insert(owner) {
-                queue.push_back(owner);
+        let w = &f.waits[i];
+        if let Some(n) = open.get_mut(&w.rank).and_then(|g| g.get_mut(&w.group)) {
+            *n = n.saturating_sub(1);
+            if *n == 0 && free.insert(w.rank) {
+                queue.push_back(w.rank);
             }
         }
     };
@@ -141,10 +154,21 @@ pub(crate) type Blocking = BTreeMap<i64, BTreeMap<i64, (bool, bool)>>;
 /// target is deadlocked too.
 pub(crate) fn blocking(dead: &BTreeSet<i64>, waits: &[Wait]) -> Blocking {
     let mut adj: Blocking = dead.iter().map(|&r| (r, BTreeMap::new())).collect();
+    // A rank with several groups needs any one of them: its edges are ORs.
+    let mut groups: HashMap<i64, BTreeSet<u32>> = HashMap::new();
+    for w in waits {
+        groups.entry(w.rank).or_default().insert(w.group);
+    }
+    let alternatives = |r: i64| groups.get(&r).is_some_and(|g| g.len() > 1);
     for w in waits.iter().filter(|w| w.certain && dead.contains(&w.rank)) {
         match &w.target {
             Target::Rank(b) if dead.contains(b) => {
-                adj.entry(w.rank).or_default().entry(*b).or_default().0 = true;
+                let e = adj.entry(w.rank).or_default().entry(*b).or_default();
+                if alternatives(w.rank) {
+                    e.1 = true;
+                } else {
+                    e.0 = true;
+                }
             }
             Target::AnyOf {
                 ranks,
@@ -431,12 +455,14 @@ mod tests {
     fn wait(rank: i64, target: Target, certain: bool) -> Wait {
         Wait {
             rank,
-            at: OpAt {
+            at: Some(OpAt {
                 process: 0,
                 comm: 0,
                 queue: QueueKind::Receives,
                 op: 0,
-            },
+            }),
+            group: 0,
+            words: None,
             op: OpKind::Receive,
             communicator: "MPI_COMM_WORLD".into(),
             tag: None,
@@ -466,6 +492,7 @@ mod tests {
         unknown: BTreeSet<i64>,
         progressed: BTreeSet<i64>,
         unconfirmed: BTreeSet<i64>,
+        free: BTreeSet<i64>,
     }
 
     impl Case {
@@ -476,6 +503,7 @@ mod tests {
                 unknown: BTreeSet::new(),
                 progressed: BTreeSet::new(),
                 unconfirmed: BTreeSet::new(),
+                free: BTreeSet::new(),
             }
         }
         fn stuck(&self, assume: Assume) -> Vec<i64> {
@@ -485,6 +513,7 @@ mod tests {
                 unknown: &self.unknown,
                 progressed: &self.progressed,
                 unconfirmed: &self.unconfirmed,
+                free: &self.free,
             };
             let free = reduce(&f, assume);
             self.nodes.difference(&free).copied().collect()
@@ -562,6 +591,34 @@ mod tests {
         c.unconfirmed.insert(1);
         assert!(c.stuck(Assume::Best).is_empty());
         assert_eq!(c.stuck(Assume::Worst), vec![0, 1]);
+    }
+
+    fn grouped(mut w: Wait, group: u32) -> Wait {
+        w.group = group;
+        w
+    }
+
+    #[test]
+    fn any_one_group_of_waits_frees_a_rank() {
+        // Rank 0 in MPI_Waitany over a receive from 1 and one from 2; 1 waits for 0.
+        let c = Case::new(3, vec![grouped(and(0, 1), 0), grouped(and(0, 2), 1), and(1, 0)]);
+        assert!(c.stuck(Assume::Best).is_empty());
+        // Rank 2 stuck on itself: rank 0 still has no group that can complete.
+        let c = Case::new(
+            3,
+            vec![grouped(and(0, 1), 0), grouped(and(0, 2), 1), and(1, 0), and(2, 2)],
+        );
+        assert_eq!(c.stuck(Assume::Best), vec![0, 1, 2]);
+        // Its edges are alternatives: OR edges, one knot through 0 and 1.
+        let cy = c.cycles();
+        assert!(cy.on_cycle.contains(&0) && cy.on_cycle.contains(&1), "{cy:?}");
+    }
+
+    #[test]
+    fn a_rank_marked_free_frees_its_waiters() {
+        let mut c = Case::new(2, vec![and(0, 1), and(1, 0)]);
+        c.free.insert(1);
+        assert!(c.stuck(Assume::Worst).is_empty());
     }
 
     #[test]

@@ -71,9 +71,18 @@ impl Target {
 pub(crate) struct Wait {
     /// The waiting world rank.
     pub rank: i64,
-    /// The operation.
-    pub at: OpAt,
-    /// Receive or send.
+    /// The queue operation, or `None` for a wait of a blocking MPI call the
+    /// queues do not list (a collective, MPICH's blocking sends).
+    pub at: Option<OpAt>,
+    /// Which of its rank's wait groups it belongs to: a rank is freed once
+    /// every wait of any one of its groups is satisfied (an OR of ANDs:
+    /// `MPI_Waitany`, several threads in MPI).
+    pub group: u32,
+    /// The wait in words, when [`OpKind`] and the target do not say it all
+    /// (`rank 0 waits in MPI_Barrier on MPI_COMM_WORLD for rank 1, which is
+    /// not in it`).
+    pub words: Option<String>,
+    /// Receive, send, or a blocking call.
     pub op: OpKind,
     /// The communicator's name.
     pub communicator: String,
@@ -103,19 +112,19 @@ pub(crate) struct Matching {
 }
 
 /// Source of an unexpected message, tag of a message.
-fn msg_source(u: &Operation) -> Option<i64> {
+pub(crate) fn msg_source(u: &Operation) -> Option<i64> {
     u.actual.and_then(|a| a.local).or(u.peer.local)
 }
-fn msg_tag(m: &Operation) -> Option<i64> {
+pub(crate) fn msg_tag(m: &Operation) -> Option<i64> {
     m.tag.or_else(|| m.actual.and_then(|a| a.tag))
 }
 /// Destination of a send (the desired rank; Open MPI's actual global rank
 /// is not translated, its actual local rank is).
-fn send_dest(s: &Operation) -> Option<i64> {
+pub(crate) fn send_dest(s: &Operation) -> Option<i64> {
     s.peer.local.or_else(|| s.actual.and_then(|a| a.local))
 }
 /// Whether a receive accepts a message tag (unknown is accepted).
-fn tag_ok(r: &Operation, tag: Option<i64>) -> bool {
+pub(crate) fn tag_ok(r: &Operation, tag: Option<i64>) -> bool {
     r.any_tag || r.tag.is_none() || tag.is_none() || r.tag == tag
 }
 
@@ -539,7 +548,9 @@ impl<'a> Matcher<'a> {
         });
         self.out.waits.push(Wait {
             rank,
-            at,
+            at: Some(at),
+            group: 0,
+            words: None,
             op: kind,
             communicator,
             tag,
@@ -602,7 +613,7 @@ mod tests {
         ]));
         // The first receive takes the one send; the second still waits.
         assert_eq!(targets(&m), vec![(0, Target::Rank(1), true)]);
-        assert_eq!(m.waits[0].at.op, 1);
+        assert_eq!(m.waits[0].at.map(|a| a.op), Some(1));
         assert_eq!(m.unmatched[0].tag, None);
     }
 

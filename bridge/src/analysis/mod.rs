@@ -19,6 +19,15 @@
 //!    behind them. Unknown ranks (unreadable, missing) may be free.
 //! 5. **Two samples**: a deadlock stands only if the operations behind it
 //!    are the same in both; changed queues mean the job is progressing.
+//! 6. **Where each rank is** (`calls.rs`, with call stacks): a rank
+//!    computing outside MPI is free; one inside a blocking MPI call waits
+//!    as the call says (its own operation, any one of `MPI_Waitany`'s, the
+//!    members of a collective's communicator not in it, the receiver of a
+//!    synchronous send the queues do not list). Waits form groups, a rank
+//!    is freed by any one group (threads, `MPI_Waitany`). With two samples
+//!    in which every rank sits in the same blocking calls and nothing
+//!    changed or can match, the job is stalled: a deadlock, also when a
+//!    collective's communicator could not be recovered.
 //!
 //! ```
 //! use mpiq::analysis::{analyze, render_text, Verdict};
@@ -28,13 +37,13 @@
 //! print!("{}", render_text(&a));
 //! ```
 //!
-//! What the analysis cannot see: whether a rank is actually blocked in an
-//! MPI call (a rank with a pending `MPI_Irecv` may be computing), and
-//! messages in flight or eager sends the library no longer lists. The
-//! verdict is about the pending operations; a second sample filters
-//! transient states.
+//! What the analysis cannot see: messages in flight or eager sends the
+//! library no longer lists, and, without stacks, whether a rank is blocked
+//! in an MPI call at all (a rank with a pending `MPI_Irecv` may be
+//! computing). A second sample filters transient states.
 #![deny(missing_docs)]
 
+mod calls;
 mod graph;
 mod groups;
 mod job;
@@ -46,10 +55,13 @@ mod verdict;
 mod words;
 
 #[cfg(test)]
+mod stack_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod testutil;
 
+pub use calls::RankWhere;
 pub use model::{Analysis, Edge, EdgeKind, OpKind, Unmatched, Verdict};
 pub use render::{render_csv, render_dot, render_text};
 
@@ -86,13 +98,53 @@ pub fn analyze_samples(current: &Snapshot, previous: Option<&Snapshot>, interval
         }
     }
     notes.append(&mut matching.notes);
-    let progress = previous.map(|prev| progress::compare(&snap, prev, &matching.waits));
+    // Where each rank is, now and in the previous sample.
+    let places = calls::places(&snap, &job);
+    let before = previous.map(|prev| calls::places(prev, &job::Job::new(prev)));
+    let confirmed = |r: i64| {
+        let (Some(b), Some(calls::Place::InMpi(now))) = (&before, places.get(&r)) else {
+            return false;
+        };
+        matches!(b.get(&r), Some(calls::Place::InMpi(then)) if calls::same_calls(now, then))
+    };
+    let scene = calls::Scene {
+        snap: &snap,
+        job: &job,
+        ids: &ids,
+        places: &places,
+        confirmed: &confirmed,
+    };
+    let grouped = calls::group(&scene, std::mem::take(&mut matching.waits));
+    matching.waits = grouped.waits;
+    for w in &matching.waits {
+        for &r in w.target.ranks() {
+            job.add_referenced(r);
+        }
+    }
+    let progress = previous.map(|prev| {
+        let mut p = progress::compare(&snap, prev, &matching.waits);
+        if let Some(b) = &before {
+            for (r, why) in calls::moved(&places, b) {
+                p.unconfirmed.remove(&r);
+                p.changed.entry(r).or_insert(why);
+            }
+        }
+        p
+    });
+    let all_confirmed = job.procs.keys().all(|&r| confirmed(r));
     verdict::conclude(verdict::Inputs {
         job: &job,
         matching,
         progress,
         interval_ms,
         notes,
+        stacks: verdict::StackFacts {
+            snap: &snap,
+            places: &places,
+            free: grouped.free,
+            maybe: grouped.maybe,
+            all_confirmed,
+        },
     })
 }
 

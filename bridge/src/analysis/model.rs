@@ -62,6 +62,15 @@ pub enum OpKind {
     Receive,
     /// A send.
     Send,
+    /// A blocking synchronous (or rendezvous) send the queues do not list
+    /// (MPICH's blocking sends): complete only once its receiver posts a
+    /// matching receive.
+    SyncSend,
+    /// A collective: waits for the members of its communicator not in it.
+    Collective,
+    /// Another blocking MPI call whose wait the queues do not show (one-sided
+    /// synchronisation, collective I/O, a wait on a request no queue lists).
+    Call,
 }
 
 impl OpKind {
@@ -70,6 +79,9 @@ impl OpKind {
         match self {
             OpKind::Receive => "receive",
             OpKind::Send => "send",
+            OpKind::SyncSend => "sync_send",
+            OpKind::Collective => "collective",
+            OpKind::Call => "call",
         }
     }
 }
@@ -91,8 +103,12 @@ pub struct Edge {
     /// Whether the waiting operation is a receive or a send.
     pub op: OpKind,
     /// Index in [`Analysis::unmatched`] of the operation behind the edge
-    /// (the OR edges of one `MPI_ANY_SOURCE` receive share it).
-    pub wait: usize,
+    /// (the OR edges of one `MPI_ANY_SOURCE` receive share it); `null` for
+    /// the wait of a blocking call the queues do not list (a collective).
+    pub wait: Option<usize>,
+    /// The wait in words, for the waits of blocking calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub words: Option<String>,
 }
 
 /// A pending operation of a readable rank that nothing in the snapshot
@@ -162,4 +178,12 @@ pub struct Analysis {
     /// Everything else worth knowing: inferred groups, ambiguous
     /// communicators, limits hit, reasons.
     pub notes: Vec<String>,
+    /// Where each rank is (from its call stacks), when stacks were read.
+    #[serde(default, rename = "where", skip_serializing_if = "Vec::is_empty")]
+    pub where_: Vec<super::RankWhere>,
+    /// The deadlock was found by the stall rule: every rank blocked in MPI,
+    /// nothing changed between two samples, nothing able to match, though
+    /// some waits could not be resolved (a collective's communicator).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stalled: bool,
 }

@@ -69,9 +69,11 @@ enum Seen {
 }
 
 fn check(current: &Snapshot, previous: &Snapshot, w: &Wait) -> Result<(), Seen> {
-    let p: &ProcessSnapshot = &current.processes[w.at.process];
-    let c = &p.communicators[w.at.comm];
-    let op = &c.queues.get(w.at.queue).operations[w.at.op];
+    // A blocking call's own wait: its position is compared by `moved`.
+    let Some(at) = w.at else { return Ok(()) };
+    let p: &ProcessSnapshot = &current.processes[at.process];
+    let c = &p.communicators[at.comm];
+    let op = &c.queues.get(at.queue).operations[at.op];
     let Some(before) = previous.processes.iter().find(|q| q.world_rank == p.world_rank) else {
         return Err(Seen::Unconfirmed("it is not in the previous sample".into()));
     };
@@ -87,17 +89,17 @@ fn check(current: &Snapshot, previous: &Snapshot, w: &Wait) -> Result<(), Seen> 
             )));
         }
     }
-    let what = format!("its {} on {}", queue_words(w.at.queue), comm_words(&c.name));
+    let what = format!("its {} on {}", queue_words(at.queue), comm_words(&c.name));
     let Some(bc) = before.communicators.iter().find(|b| b.id == c.id && b.name == c.name) else {
         return Err(Seen::Changed(format!(
             "{what} is on a communicator the previous sample did not have"
         )));
     };
-    let queue = bc.queues.get(w.at.queue);
+    let queue = bc.queues.get(at.queue);
     if !queue.available {
         return Err(Seen::Unconfirmed(format!(
             "its {} queue on {} was not available in the previous sample",
-            queue_words(w.at.queue),
+            queue_words(at.queue),
             comm_words(&c.name)
         )));
     }
@@ -106,7 +108,7 @@ fn check(current: &Snapshot, previous: &Snapshot, w: &Wait) -> Result<(), Seen> 
     } else if queue.incomplete {
         Err(Seen::Unconfirmed(format!(
             "its {} queue on {} was cut short in the previous sample",
-            queue_words(w.at.queue),
+            queue_words(at.queue),
             comm_words(&c.name)
         )))
     } else {

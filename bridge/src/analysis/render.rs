@@ -22,6 +22,8 @@ fn unmatched_words(u: &Unmatched) -> String {
         (OpKind::Send, _, None, Some(l)) => format!("to local rank {l}"),
         (OpKind::Receive, _, None, None) => "from an unknown rank".to_string(),
         (OpKind::Send, _, None, None) => "to an unknown rank".to_string(),
+        (_, _, Some(w), _) => format!("for rank {w}"),
+        (_, _, None, _) => "for an unknown rank".to_string(),
     };
     format!(
         "rank {}: {} {peer} on {} {} ({}, buffer {})",
@@ -54,7 +56,14 @@ pub fn render_text(a: &Analysis) -> String {
         let _ = writeln!(out, "  cycle: {}", ring.join(" -> "));
     }
     let lists = [
-        ("blocked behind a cycle", &a.blocked),
+        (
+            if a.stalled {
+                "stalled (no cycle could be resolved)"
+            } else {
+                "blocked behind a cycle"
+            },
+            &a.blocked,
+        ),
         ("could not be read", &a.unknown_ranks),
         ("undecided", &a.undecided),
         ("progressing", &a.progressing),
@@ -130,14 +139,19 @@ pub fn render_dot(a: &Analysis) -> String {
         let _ = writeln!(out, "  r{n} [label=\"rank {n}\", fillcolor={fill}{extra}];");
     }
     for e in &a.edges {
-        let label = format!("{} {} {}", e.op.as_str(), e.communicator, tag_words(e.tag));
+        let label = match e.op {
+            OpKind::Collective => format!("{} {}", e.op.as_str(), e.communicator),
+            _ => format!("{} {} {}", e.op.as_str(), e.communicator, tag_words(e.tag)),
+        };
         let style = match e.kind {
             EdgeKind::And => "solid",
             EdgeKind::Or => "dashed",
         };
         let color = match e.op {
             OpKind::Receive => "black",
-            OpKind::Send => "blue",
+            OpKind::Send | OpKind::SyncSend => "blue",
+            OpKind::Collective => "darkgreen",
+            OpKind::Call => "grey40",
         };
         let _ = writeln!(
             out,
@@ -174,7 +188,7 @@ pub fn render_csv(a: &Analysis) -> String {
             e.op.as_str(),
             csv_field(&e.communicator),
             e.tag.map(|t| t.to_string()).unwrap_or_default(),
-            e.wait
+            e.wait.map(|w| w.to_string()).unwrap_or_default()
         );
     }
     out

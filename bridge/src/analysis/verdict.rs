@@ -6,8 +6,9 @@
 //! change); else `unknown` when a rank could not be read or some rank is
 //! freed only by assuming the best; else `no_deadlock`.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+use super::calls::{ranks_said, where_list, Place};
 use super::graph::{self, Assume, Blocking, Facts};
 use super::job::{comm_words, Job};
 use super::matching::{Matching, Target, Wait};
@@ -15,6 +16,8 @@ use super::model::{Analysis, Edge, EdgeKind, OpKind, Verdict};
 use super::progress::Progress;
 use super::words::{ranks_words, tag_words};
 use super::{MAX_CYCLES, MAX_EDGES};
+use crate::snapshot::model::Snapshot;
+use crate::stacks::names::CallClass;
 
 /// Most reasons for undecided waits listed in the notes.
 const NOTE_REASONS: usize = 20;
@@ -34,10 +37,64 @@ pub(crate) struct Inputs<'a> {
     pub interval_ms: Option<u64>,
     /// Notes so far (inference, ranks, matching).
     pub notes: Vec<String>,
+    /// Where the ranks are, from their stacks.
+    pub stacks: StackFacts<'a>,
+}
+
+/// What the stacks say.
+pub(crate) struct StackFacts<'a> {
+    /// The snapshot (groups inferred).
+    pub snap: &'a Snapshot,
+    /// Where each rank is.
+    pub places: &'a BTreeMap<i64, Place>,
+    /// Ranks free whatever else they wait for.
+    pub free: BTreeSet<i64>,
+    /// Ranks free only in the best case, with the reason.
+    pub maybe: BTreeMap<i64, String>,
+    /// Two samples show every rank in the same blocking calls.
+    pub all_confirmed: bool,
+}
+
+/// The stall rule (docs/design/stacks.md §5.5): with two samples, every
+/// rank readable and inside a blocking MPI call in the same place in both,
+/// no queue changed, nothing satisfied, and not all in one collective of
+/// the same name: no rank can make progress. The reason, when it holds.
+fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> Option<String> {
+    let st = &inp.stacks;
+    let p = inp.progress.as_ref()?;
+    if !p.changed.is_empty() || !p.unconfirmed.is_empty() || !unknown.is_empty() || !st.free.is_empty() {
+        return None;
+    }
+    if !st.all_confirmed || nodes.iter().any(|r| !matches!(st.places.get(r), Some(Place::InMpi(_)))) {
+        return None;
+    }
+    let mut names: BTreeSet<&str> = BTreeSet::new();
+    let mut all_collective = true;
+    for place in st.places.values() {
+        if let Place::InMpi(calls) = place {
+            for c in calls {
+                names.insert(c.name.as_str());
+                all_collective &= matches!(
+                    c.class,
+                    CallClass::Collective { .. } | CallClass::CommConstruct | CallClass::InitFinalize
+                );
+            }
+        }
+    }
+    if all_collective && names.len() == 1 {
+        return None; // maybe one collective that completes
+    }
+    Some(format!(
+        "no rank can make progress: every rank is blocked inside MPI and nothing changed between {}",
+        interval_words(inp.interval_ms)
+    ))
 }
 
 /// One wait in words, as seen from its rank.
 pub(crate) fn wait_words(w: &Wait) -> String {
+    if let Some(words) = &w.words {
+        return words.clone();
+    }
     let on = format!("on {} {}", comm_words(&w.communicator), tag_words(w.tag));
     let who = |b: i64| {
         if b == w.rank {
@@ -60,6 +117,8 @@ pub(crate) fn wait_words(w: &Wait) -> String {
         (Target::Unresolved { .. }, OpKind::Send) => {
             format!("rank {} waits for an unknown rank to receive its send {on}", w.rank)
         }
+        (Target::Rank(b), _) => format!("rank {} waits for {}", w.rank, who(*b)),
+        (Target::Unresolved { .. }, _) => format!("rank {} waits for an unknown rank", w.rank),
     }
 }
 
@@ -82,7 +141,9 @@ fn edges(waits: &[Wait], notes: &mut Vec<String>) -> Vec<Edge> {
     let mut out = Vec::new();
     let mut left = 0usize;
     for w in waits.iter().filter(|w| w.certain) {
-        let Some(wait) = w.unmatched else { continue };
+        if w.unmatched.is_none() && w.at.is_some() {
+            continue;
+        }
         let (kind, to): (EdgeKind, &[i64]) = match &w.target {
             Target::Rank(b) => (EdgeKind::And, std::slice::from_ref(b)),
             Target::AnyOf { ranks, .. } => (EdgeKind::Or, ranks),
@@ -100,7 +161,8 @@ fn edges(waits: &[Wait], notes: &mut Vec<String>) -> Vec<Edge> {
                 communicator: w.communicator.clone(),
                 tag: w.tag,
                 op: w.op,
-                wait,
+                wait: w.unmatched,
+                words: w.words.clone(),
             });
         }
     }
@@ -194,22 +256,24 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         .as_ref()
         .map(|p| p.changed.keys().copied().collect())
         .unwrap_or_default();
-    let unconfirmed: BTreeSet<i64> = inp
+    let mut unconfirmed: BTreeSet<i64> = inp
         .progress
         .as_ref()
         .map(|p| p.unconfirmed.keys().copied().collect())
         .unwrap_or_default();
+    unconfirmed.extend(inp.stacks.maybe.keys().copied());
     let facts = Facts {
         nodes: &nodes,
         waits,
         unknown: &unknown,
         progressed: &progressed,
         unconfirmed: &unconfirmed,
+        free: &inp.stacks.free,
     };
     let best = graph::reduce(&facts, Assume::Best);
     let worst = graph::reduce(&facts, Assume::Worst);
-    let dead: BTreeSet<i64> = nodes.difference(&best).copied().collect();
-    let undecided: BTreeSet<i64> = best
+    let mut dead: BTreeSet<i64> = nodes.difference(&best).copied().collect();
+    let mut undecided: BTreeSet<i64> = best
         .difference(&worst)
         .filter(|r| !unknown.contains(r))
         .copied()
@@ -228,6 +292,20 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
     } else {
         dead.clone()
     };
+    let stall = if dead.is_empty() && !undecided.is_empty() {
+        stalled(&inp, &nodes, &unknown)
+    } else {
+        None
+    };
+    if stall.is_some() {
+        dead = nodes.clone();
+        undecided.clear();
+    }
+    for (r, why) in &inp.stacks.maybe {
+        if undecided.contains(r) || dead.contains(r) {
+            notes.push(why.clone());
+        }
+    }
     let adj = graph::blocking(&dead, waits);
     let found = graph::cycles(&adj, MAX_CYCLES);
     let blocked: Vec<i64> = dead.difference(&found.on_cycle).copied().collect();
@@ -329,7 +407,14 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
             if !unknown.is_empty() {
                 parts.push(unknown_words(job));
             }
-            format!("deadlock: {}", parts.join("; "))
+            let d: Vec<i64> = dead.iter().copied().collect();
+            let whereabouts = ranks_said(inp.stacks.snap, job, inp.stacks.places, &d, 4);
+            match (&stall, whereabouts) {
+                (Some(why), Some(w)) => format!("deadlock: {why}: {w}"),
+                (Some(why), None) => format!("deadlock: {why}"),
+                (None, Some(w)) => format!("deadlock: {w} — {}", parts.join("; ")),
+                (None, None) => format!("deadlock: {}", parts.join("; ")),
+            }
         }
         Verdict::Unknown => {
             let mut parts: Vec<String> = Vec::new();
@@ -348,6 +433,13 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
             if undecided.len() > 3 {
                 let rest: Vec<i64> = undecided.iter().skip(3).copied().collect();
                 parts.push(format!("and {} may be stuck too", ranks_words(&rest)));
+            }
+            let u: Vec<i64> = undecided.iter().copied().collect();
+            if let Some(w) = ranks_said(inp.stacks.snap, job, inp.stacks.places, &u, 4) {
+                parts.push(format!("where they are: {w}"));
+                if inp.progress.is_none() {
+                    parts.push("a second sample would tell whether they move".into());
+                }
             }
             format!("unknown: {}", parts.join("; "))
         }
@@ -371,6 +463,8 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         undecided: undecided.into_iter().collect(),
         progressing: progressed.into_iter().collect(),
         notes,
+        where_: where_list(inp.stacks.snap, job, inp.stacks.places),
+        stalled: stall.is_some(),
     }
 }
 

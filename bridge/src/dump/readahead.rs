@@ -179,6 +179,9 @@ impl Target for ReadAhead<'_> {
     fn stacks(&mut self) -> Result<Option<Vec<crate::snapshot::model::ThreadStack>>, TargetError> {
         self.host.stacks()
     }
+    fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
+        self.host.frame_value(thread, frame, name)
+    }
 }
 
 #[cfg(test)]

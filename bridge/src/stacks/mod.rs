@@ -1,9 +1,11 @@
 //! Where each rank is: call stacks of every thread, fused with the queues
 //! (issue 12; the design is docs/design/stacks.md). So far: which MPI call
 //! a frame is in and what such a call waits for (`names`), where a thread
-//! is, from its stack alone (`position`), and every rank's stacks merged
-//! into one tree, as STAT draws them (`tree`, with rank ranges in `ranks`).
+//! is, from its stack alone (`position`); what the arguments of each
+//! thread's call say (`args`); and every rank's stacks merged into one
+//! tree, as STAT draws them (`tree`, with rank ranges in `ranks`).
 
+pub mod args;
 pub mod names;
 pub mod position;
 pub mod ranks;

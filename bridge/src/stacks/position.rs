@@ -54,8 +54,8 @@ pub fn position(t: &ThreadStack) -> Position {
     }
 }
 
-/// The outermost MPI entry point of a thread (walking from `main`
-/// inwards, the first): its index in the frames and its canonical name.
+/// The outermost MPI entry point of a thread (walking from `main` inwards,
+/// the first): its index in the frames and the call's canonical name.
 pub fn outermost_entry(t: &ThreadStack) -> Option<(usize, String)> {
     t.frames
         .iter()
@@ -68,7 +68,7 @@ pub fn outermost_entry(t: &ThreadStack) -> Option<(usize, String)> {
 /// point: `MPI_X`, `PMPI_X` and the other spellings ([`canonical`]), and
 /// MPICH's `internal_X`, the body of `PMPI_X` inlined into it (LLDB lists
 /// the inlined function at the call's pc, not the function it is in).
-fn entry_point(f: &Frame) -> Option<String> {
+pub fn entry_point(f: &Frame) -> Option<String> {
     let name = f.function.as_deref()?;
     if let Some(rest) = name.strip_prefix("internal_") {
         let object = f.object.as_deref().unwrap_or_default();

@@ -74,6 +74,15 @@ pub struct Recording {
     /// `Target::stacks` (only with `--stacks`; older recordings have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks: Option<Vec<ThreadStack>>,
+    /// `Target::frame_value` answers, keyed `"<tid>/<frame>/<name>"` (older
+    /// recordings have none: replayed as `None`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub frame_values: BTreeMap<String, Option<u64>>,
+}
+
+/// The key of a `frame_value` answer in [`Recording::frame_values`].
+fn frame_key(thread: u64, frame: u32, name: &str) -> String {
+    format!("{thread}/{frame}/{name}")
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -264,6 +273,12 @@ impl Target for Recorder<'_> {
     fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
         let r = self.inner.stacks()?;
         self.rec.stacks.clone_from(&r);
+        Ok(r)
+    }
+
+    fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
+        let r = self.inner.frame_value(thread, frame, name)?;
+        self.rec.frame_values.insert(frame_key(thread, frame, name), r);
         Ok(r)
     }
 }
@@ -460,6 +475,18 @@ impl Target for Replay {
     fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
         Ok(self.rec.stacks.clone())
     }
+
+    /// A value the recording lacks is `None`, as the host would have said
+    /// of an optimised-out one: recordings made before values were recorded
+    /// still replay.
+    fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
+        Ok(self
+            .rec
+            .frame_values
+            .get(&frame_key(thread, frame, name))
+            .copied()
+            .flatten())
+    }
 }
 
 #[cfg(test)]
@@ -508,6 +535,28 @@ mod tests {
         fn byte_order(&mut self) -> ByteOrder {
             ByteOrder::Little
         }
+        fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
+            Ok((name == "comm").then_some(thread * 100 + u64::from(frame)))
+        }
+    }
+
+    #[test]
+    fn frame_values_are_recorded_and_replayed_and_old_recordings_have_none() {
+        let mut small = Small;
+        let mut rec = Recorder::new(&mut small);
+        assert_eq!(rec.frame_value(7, 3, "comm").unwrap(), Some(703));
+        assert_eq!(rec.frame_value(7, 3, "tag").unwrap(), None);
+        let r = rec.finish();
+        assert_eq!(r.frame_values.get("7/3/comm"), Some(&Some(703)));
+        let text = serde_json::to_string(&r).unwrap();
+        let mut replay = Replay::new(serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!(replay.frame_value(7, 3, "comm").unwrap(), Some(703));
+        assert_eq!(replay.frame_value(7, 3, "tag").unwrap(), None);
+        assert_eq!(replay.frame_value(7, 4, "comm").unwrap(), None, "never asked");
+        let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+        old.as_object_mut().unwrap().remove("frame_values");
+        let mut replay = Replay::new(serde_json::from_value(old).unwrap()).unwrap();
+        assert_eq!(replay.frame_value(7, 3, "comm").unwrap(), None);
     }
 
     #[test]

@@ -186,6 +186,12 @@ impl<T: Target> Target for Faulty<T> {
     fn stacks(&mut self) -> Result<Option<Vec<crate::snapshot::model::ThreadStack>>, TargetError> {
         self.inner.stacks()
     }
+
+    /// Fails like a lookup (the host could not answer).
+    fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
+        self.lookup(&format!("{thread}/{frame}/{name}"))?;
+        self.inner.frame_value(thread, frame, name)
+    }
 }
 
 #[cfg(test)]

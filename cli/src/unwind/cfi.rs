@@ -221,6 +221,14 @@ impl UnwindInfo {
                 _ => None,
             };
         }
+        // The return address saved on the stack must be readable: a failed
+        // read is a corrupt or unmapped stack, not the outermost frame.
+        if let RegisterRule::Offset(n) = row.row.register(gimli::Register(RIP as u16)) {
+            if next[RIP].is_none() {
+                let at = cfa.wrapping_add(n as u64);
+                return Err(format!("the return address at {at:#x} (CFA {cfa:#x}) is unreadable"));
+            }
+        }
         // On x86_64 the caller's stack pointer is the CFA.
         next[RSP] = Some(cfa);
         Ok((next, cfa))

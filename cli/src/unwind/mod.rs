@@ -8,7 +8,9 @@
 //! symboliser are built once and shared by every process that maps it.
 
 mod cfi;
+mod output;
 mod symbolize;
+mod values;
 mod vdso;
 mod walk;
 
@@ -20,7 +22,9 @@ use crate::image::{MappedObject, Memory};
 use crate::process::Process;
 
 use cfi::{Row, UnwindInfo};
+pub use output::{frame_line, render_text, to_json, Output};
 use symbolize::Symbolizer;
+pub(crate) use values::FrameState;
 
 /// x86_64 registers by DWARF number (0 rax … 7 rsp, 8–15 r8–r15, 16 the
 /// pc); `None` when not recoverable in that frame.
@@ -98,6 +102,9 @@ pub struct ThreadStack {
     pub frames: Vec<Frame>,
     /// Why the stack ends early (or was not read), if it did.
     pub note: Option<String>,
+    /// What [`Unwinder::frame_value`] needs of each frame (registers, CFA,
+    /// DIE), one per frame; not part of any output.
+    pub(crate) states: Vec<FrameState>,
 }
 
 struct ObjState {
@@ -206,7 +213,12 @@ impl Unwinder {
         }))
     }
 
-    fn symbolize(&mut self, objects: &[MappedObject], raw: &walk::RawFrame) -> Vec<Frame> {
+    fn symbolize(
+        &mut self,
+        objects: &[MappedObject],
+        raw_index: usize,
+        raw: &walk::RawFrame,
+    ) -> Vec<(Frame, FrameState)> {
         let plain = |function: Option<String>| Frame {
             pc: raw.pc,
             function,
@@ -217,37 +229,58 @@ impl Unwinder {
             inlined: false,
             how: raw.how,
         };
-        let Some(index) = raw.object else {
-            return vec![plain(None)];
+        let state = FrameState {
+            regs: raw.regs,
+            cfa: raw.cfa,
+            object: None,
+            bias: 0,
+            probe: raw.probe,
+            pc: raw.pc,
+            die: None,
+            function_die: None,
+            raw: raw_index,
         };
-        let Some(obj) = objects.get(index) else {
-            return vec![plain(None)];
+        let Some((index, obj)) = raw.object.and_then(|i| Some((i, objects.get(i)?))) else {
+            return vec![(plain(None), state)];
         };
         let (name, bias) = (obj.name.clone(), obj.bias);
-        let Some(state) = self.state(objects, index) else {
-            return vec![plain(None)];
+        let Some(obj_state) = self.state(objects, index) else {
+            return vec![(plain(None), state)];
         };
-        let file = Arc::clone(&state._file);
-        let sym = state.symbolizer.get_or_insert_with(|| Symbolizer::new(&file));
+        let file = Arc::clone(&obj_state._file);
+        let sym = obj_state.symbolizer.get_or_insert_with(|| Symbolizer::new(&file));
         let found = sym.lookup(raw.probe.wrapping_sub(bias));
         let base = Frame {
             object: Some(name),
             offset: Some(raw.pc.wrapping_sub(bias)),
             ..plain(None)
         };
+        let state = FrameState {
+            object: Some(key(&file)),
+            bias,
+            function_die: found.last().and_then(|f| f.die),
+            ..state
+        };
         if found.is_empty() {
-            return vec![base];
+            return vec![(base, state)];
         }
         let last = found.len() - 1;
         found
             .into_iter()
             .enumerate()
-            .map(|(i, f)| Frame {
-                function: f.function,
-                file: f.file,
-                line: f.line,
-                inlined: i < last,
-                ..base.clone()
+            .map(|(i, f)| {
+                let state = FrameState {
+                    die: f.die,
+                    ..state.clone()
+                };
+                let frame = Frame {
+                    function: f.function,
+                    file: f.file,
+                    line: f.line,
+                    inlined: i < last,
+                    ..base.clone()
+                };
+                (frame, state)
             })
             .collect()
     }
@@ -259,14 +292,19 @@ impl Unwinder {
         let max = self.max_frames;
         let (raw, note) = walk::walk(self, objects, &ranges, mem, *regs, max);
         let mut frames = Vec::with_capacity(raw.len());
-        for r in &raw {
-            frames.extend(self.symbolize(objects, r));
+        let mut states = Vec::with_capacity(raw.len());
+        for (i, r) in raw.iter().enumerate() {
+            for (frame, state) in self.symbolize(objects, i, r) {
+                frames.push(frame);
+                states.push(state);
+            }
         }
         ThreadStack {
             tid,
             name: None,
             frames,
             note,
+            states,
         }
     }
 
@@ -295,6 +333,7 @@ impl Unwinder {
                         name: None,
                         frames: Vec::new(),
                         note: Some(why.to_string()),
+                        states: Vec::new(),
                     },
                     (Ok(r), None) => self.thread_stack(&objects, p.memory(), t.tid, r),
                     (Err(e), None) => ThreadStack {
@@ -302,6 +341,7 @@ impl Unwinder {
                         name: None,
                         frames: Vec::new(),
                         note: Some(e.clone()),
+                        states: Vec::new(),
                     },
                 };
                 if let (Some(pid), Some(_)) = (p.pid(), p.attach_info()) {
@@ -312,6 +352,26 @@ impl Unwinder {
                 stack
             })
             .collect()
+    }
+}
+
+impl Unwinder {
+    /// The value of `name` in frame `frame` of `stack` (one of this
+    /// unwinder's stacks), read through `mem`: see [`values`].
+    pub fn frame_value(
+        &self,
+        stack: &ThreadStack,
+        frame: usize,
+        name: &str,
+        mem: &dyn Memory,
+    ) -> Result<Option<u64>, mpiq::TargetError> {
+        values::frame_value(self, &stack.states, frame, name, mem)
+    }
+}
+
+impl values::Dwarfs for Unwinder {
+    fn dwarf(&self, object: usize) -> Option<(&addr2line::Context<crate::dwarf::R>, &crate::dwarf::DebugInfo)> {
+        self.objects.get(&object)?.symbolizer.as_ref()?.dwarf()
     }
 }
 
@@ -327,119 +387,6 @@ impl walk::Rows for Unwinder {
             return Ok(None);
         };
         info.row(&mut self.ctx, svma)
-    }
-}
-
-/// One frame as gdb's `bt` prints it:
-/// `#N 0xPC in FUNCTION (FILE:LINE) from OBJECT`.
-pub fn frame_line(n: usize, f: &Frame) -> String {
-    let function = match (&f.function, &f.object, f.offset) {
-        (Some(name), ..) => name.clone(),
-        (None, Some(obj), Some(off)) => format!("{}+{off:#x}", base_name(obj)),
-        _ => "??".to_string(),
-    };
-    let mut line = format!("#{n:<2} {:#018x} in {function}", f.pc);
-    if let Some(file) = &f.file {
-        match f.line {
-            Some(l) => line.push_str(&format!(" ({file}:{l})")),
-            None => line.push_str(&format!(" ({file})")),
-        }
-    }
-    if f.inlined {
-        line.push_str(" [inlined]");
-    }
-    if let Some(obj) = &f.object {
-        line.push_str(&format!(" from {obj}"));
-    }
-    line
-}
-
-fn base_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
-}
-
-/// The stacks of one process as text, one block per thread.
-pub fn render_text(pid: i32, stacks: &[ThreadStack]) -> String {
-    let mut out = String::new();
-    for t in stacks {
-        let name = t.name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
-        out.push_str(&format!("Thread {} (process {pid}){name}:\n", t.tid));
-        for (n, f) in t.frames.iter().enumerate() {
-            out.push_str(&frame_line(n, f));
-            out.push('\n');
-        }
-        if let Some(note) = &t.note {
-            out.push_str(&format!("   ({note})\n"));
-        }
-    }
-    out
-}
-
-/// The stacks of one process as JSON.
-pub fn to_json(pid: i32, stacks: &[ThreadStack]) -> serde_json::Value {
-    let threads: Vec<serde_json::Value> = stacks
-        .iter()
-        .map(|t| {
-            let frames: Vec<serde_json::Value> = t
-                .frames
-                .iter()
-                .map(|f| {
-                    serde_json::json!({
-                        "pc": format!("{:#x}", f.pc),
-                        "function": f.function,
-                        "object": f.object,
-                        "offset": f.offset.map(|o| format!("{o:#x}")),
-                        "file": f.file,
-                        "line": f.line,
-                        "inlined": f.inlined,
-                        "how": f.how.as_str(),
-                    })
-                })
-                .collect();
-            serde_json::json!({ "tid": t.tid, "name": t.name, "frames": frames, "note": t.note })
-        })
-        .collect();
-    serde_json::json!({ "pid": pid, "threads": threads })
-}
-
-/// The output of `mpiq stacks`: text blocks, or one JSON array.
-#[derive(Debug)]
-pub struct Output {
-    json: bool,
-    text: String,
-    docs: Vec<serde_json::Value>,
-}
-
-impl Output {
-    /// Empty output, as JSON or text.
-    pub fn new(json: bool) -> Output {
-        Output {
-            json,
-            text: String::new(),
-            docs: Vec::new(),
-        }
-    }
-
-    /// Adds one process.
-    pub fn add(&mut self, pid: i32, stacks: &[ThreadStack]) {
-        if self.json {
-            self.docs.push(to_json(pid, stacks));
-        } else {
-            if !self.text.is_empty() {
-                self.text.push('\n');
-            }
-            self.text.push_str(&render_text(pid, stacks));
-        }
-    }
-
-    /// What to print.
-    pub fn finish(self) -> String {
-        if !self.json {
-            return self.text;
-        }
-        let mut s = serde_json::to_string_pretty(&serde_json::Value::Array(self.docs)).unwrap_or_default();
-        s.push('\n');
-        s
     }
 }
 
@@ -502,33 +449,5 @@ mod tests {
                 assert!(s.note.is_some(), "{s:?}");
             }
         }
-    }
-
-    #[test]
-    fn frame_lines_look_like_bt() {
-        let f = Frame {
-            pc: 0x1234,
-            function: None,
-            object: Some("/usr/lib/libmpi.so.40".into()),
-            offset: Some(0x5d4c2),
-            file: None,
-            line: None,
-            inlined: false,
-            how: How::Cfi,
-        };
-        assert_eq!(
-            frame_line(3, &f),
-            "#3  0x0000000000001234 in libmpi.so.40+0x5d4c2 from /usr/lib/libmpi.so.40"
-        );
-        let g = Frame {
-            function: Some("main".into()),
-            file: Some("ring.c".into()),
-            line: Some(12),
-            ..f
-        };
-        assert_eq!(
-            frame_line(4, &g),
-            "#4  0x0000000000001234 in main (ring.c:12) from /usr/lib/libmpi.so.40"
-        );
     }
 }

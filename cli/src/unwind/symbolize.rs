@@ -9,7 +9,9 @@ use std::borrow::Cow;
 
 use object::{Object, ObjectSymbol, SymbolKind};
 
-use crate::dwarf::R;
+use std::sync::Arc;
+
+use crate::dwarf::{DebugInfo, R};
 use crate::elf::ElfObject;
 
 /// What is known of one pc: one entry per function, the innermost inlined
@@ -19,11 +21,17 @@ pub(crate) struct SymFrame {
     pub(crate) function: Option<String>,
     pub(crate) file: Option<String>,
     pub(crate) line: Option<u32>,
+    /// The function's DIE (`DW_TAG_subprogram` or
+    /// `DW_TAG_inlined_subroutine`) in the unit of the pc, for
+    /// [`super::values`].
+    pub(crate) die: Option<usize>,
 }
 
 /// The symbolisation data of one object, built once per run.
 pub(crate) struct Symbolizer {
     ctx: Option<addr2line::Context<R>>,
+    /// The DWARF the context was built on (its DIEs, for values).
+    debug: Option<Arc<DebugInfo>>,
     /// Function symbols: (address, size, name), sorted by address, one per
     /// address.
     syms: Vec<(u64, u64, Box<str>)>,
@@ -80,7 +88,13 @@ impl Symbolizer {
         });
         all.dedup_by_key(|s| s.0);
         let syms = all.into_iter().map(|(a, s, _, n)| (a, s, n)).collect();
-        Symbolizer { ctx, syms }
+        Symbolizer { ctx, debug, syms }
+    }
+
+    /// The addr2line context and the DWARF under it, if the object has
+    /// DWARF.
+    pub(crate) fn dwarf(&self) -> Option<(&addr2line::Context<R>, &DebugInfo)> {
+        Some((self.ctx.as_ref()?, self.debug.as_deref()?))
     }
 
     /// The functions at link-time address `svma`, innermost first; empty
@@ -96,6 +110,7 @@ impl Symbolizer {
                         function: f.function.as_ref().and_then(|n| n.demangle().ok()).map(Cow::into_owned),
                         file: f.location.as_ref().and_then(|l| l.file).map(str::to_owned),
                         line: f.location.as_ref().and_then(|l| l.line),
+                        die: f.dw_die_offset.map(|o| o.0),
                     });
                 }
             }

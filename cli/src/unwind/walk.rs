@@ -27,6 +27,12 @@ pub(crate) struct RawFrame {
     pub(crate) object: Option<usize>,
     /// How this frame's registers were found.
     pub(crate) how: How,
+    /// The registers in this frame (all known in frame 0; callee-saved
+    /// ones and the stack pointer recovered in callers).
+    pub(crate) regs: Regs,
+    /// The canonical frame address (the caller's stack pointer), when the
+    /// step to the caller found it.
+    pub(crate) cfa: Option<u64>,
 }
 
 /// Where each object's code is: (first, end, index in the image), sorted.
@@ -112,12 +118,25 @@ pub(crate) fn walk(
             return (frames, note);
         };
         if pc == 0 {
-            let note = frames.is_empty().then(|| "the pc is 0".to_string());
-            return (frames, note);
+            // Real outermost frames say so by an undefined return address
+            // (above); a 0 read from the stack is a corrupt one.
+            let note = if frames.is_empty() {
+                "the pc is 0"
+            } else {
+                "the return address is 0 (a corrupt stack, or code without a proper outermost frame)"
+            };
+            return (frames, Some(note.to_string()));
         }
         let probe = if exact { pc } else { pc.wrapping_sub(1) };
         let object = object_at(ranges, probe);
-        frames.push(RawFrame { pc, probe, object, how });
+        frames.push(RawFrame {
+            pc,
+            probe,
+            object,
+            how,
+            regs,
+            cfa: None,
+        });
         let (step, signal) = match object {
             None if frames.len() == 1 => {
                 // A pc in no object (the vdso, JIT code, a wild jump): one
@@ -164,6 +183,11 @@ pub(crate) fn walk(
             }
         };
         let (next, next_how) = step;
+        // On x86_64 the CFA is the caller's stack pointer, by CFI or by
+        // frame pointer alike.
+        if let Some(f) = frames.last_mut() {
+            f.cfa = next[RSP];
+        }
         if next_how == How::Cfi {
             fp_run = 0;
         }
@@ -171,8 +195,9 @@ pub(crate) fn walk(
         // Strictly increasing also rules out loops.
         match (regs[RSP], next[RSP]) {
             (Some(sp), Some(up)) if up > sp => {}
-            _ if next[RIP].is_none_or(|pc| pc == 0) => {
-                // The outermost frame, whatever its stack pointer.
+            _ if next[RIP].is_none() && next_how == How::Cfi => {
+                // The CFI says the return address is undefined: the
+                // outermost frame, whatever its stack pointer.
                 return (frames, None);
             }
             _ => {

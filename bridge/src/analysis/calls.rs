@@ -1,0 +1,585 @@
+//! Where each rank is, from its call stacks, and what its blocking MPI calls
+//! wait for: the wait groups of the verdict (docs/design/stacks.md §5).
+//!
+//! - A rank with an application thread that is computing (in its own code,
+//!   or sleeping with a timeout) can still act: it is free.
+//! - A rank blocked outside MPI (`pause()`, `pthread_join`), or whose stacks
+//!   are unknown, waits as its queues say (the analysis without stacks).
+//! - A rank inside a blocking MPI call waits as that call says: a receive or
+//!   send for its operation, `MPI_Wait(all)` for all of them (one group),
+//!   `MPI_Waitany`/`Waitsome` for any one (a group each), a collective on
+//!   communicator C for every member of C not in a collective on C, a
+//!   synchronous send the queues do not list for its receiver to post a
+//!   matching receive. Threads are alternatives (a group each).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::groups::CommIds;
+use super::job::{comm_words, member, translate, Job};
+use super::matching::{msg_source, Target, Wait};
+use super::model::OpKind;
+use super::words::{ranks_words, tag_words};
+use crate::snapshot::model::{MpiCall, Operation, ProcessSnapshot, QueueKind, Snapshot, ThreadStack};
+use crate::stacks::names::{CallClass, Completion};
+use crate::stacks::position::{c_name, is_application_object, position, Position};
+
+/// Where a rank is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// No stacks: why.
+    NoStacks(String),
+    /// An application thread runs (or sleeps with a timeout): where.
+    Computing(String),
+    /// Every application thread is blocked outside MPI: in what.
+    Idle(String),
+    /// Application threads in blocking MPI calls.
+    InMpi(Vec<Call>),
+}
+
+/// One application thread's blocking MPI call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Call {
+    /// The thread.
+    pub tid: u64,
+    /// Canonical name (`barrier`).
+    pub name: String,
+    /// What it waits for.
+    pub class: CallClass,
+    /// The application frame that called it.
+    pub caller: Option<String>,
+    /// Index of its communicator in the process's list, when recovered.
+    pub comm: Option<usize>,
+    /// What its arguments say, when the front end could read them.
+    pub args: Option<MpiCall>,
+}
+
+/// C runtime functions that return by themselves (a timeout): a thread in
+/// them is computing, not blocked.
+const TIMED: [&str; 6] = [
+    "sleep",
+    "sched_yield",
+    "timedwait",
+    "timedjoin",
+    "clock_gettime",
+    "gettimeofday",
+];
+
+/// C runtime functions that block until another party acts.
+const BLOCKING: [&str; 17] = [
+    "pause",
+    "sigsuspend",
+    "sigwait",
+    "wait4",
+    "waitpid",
+    "waitid",
+    "pthread_join",
+    "clockjoin",
+    "cond_wait",
+    "sem_wait",
+    "lll_lock_wait",
+    "mutex_lock",
+    "read",
+    "recv",
+    "accept",
+    "poll",
+    "select",
+];
+
+/// What a thread outside MPI is blocked in, or `None` if it computes.
+fn blocked_outside(t: &ThreadStack) -> Option<String> {
+    let runtime: Vec<&str> = t
+        .frames
+        .iter()
+        .take_while(|f| f.object.as_deref().is_some_and(|o| !is_application_object(o)))
+        .filter_map(|f| f.function.as_deref())
+        .collect();
+    if runtime.is_empty() {
+        return None; // the innermost frame is the application's: it runs
+    }
+    let lower: Vec<String> = runtime.iter().map(|n| n.to_ascii_lowercase()).collect();
+    if lower.iter().any(|n| TIMED.iter().any(|k| n.contains(k))) {
+        return None;
+    }
+    if lower
+        .iter()
+        .any(|n| BLOCKING.iter().any(|k| n.contains(k)) || n.contains("epoll_wait"))
+    {
+        let outer = runtime.last().copied().unwrap_or_default();
+        let plain = outer.trim_start_matches('_');
+        return Some(plain.strip_prefix("libc_").unwrap_or(plain).to_string());
+    }
+    None
+}
+
+/// The innermost application frame in words: `main (ring.c:72)`.
+fn app_frame(t: &ThreadStack) -> Option<String> {
+    let f = t
+        .frames
+        .iter()
+        .find(|f| f.object.as_deref().is_some_and(is_application_object))?;
+    let name = f.function.clone().unwrap_or_else(|| f.pc.clone());
+    Some(match (&f.file, f.line) {
+        (Some(file), Some(line)) => format!("{name} ({}:{line})", file.rsplit('/').next().unwrap_or(file)),
+        _ => name,
+    })
+}
+
+/// The place of every rank with a process in the snapshot.
+pub(crate) fn places(snap: &Snapshot, job: &Job) -> BTreeMap<i64, Place> {
+    job.procs
+        .iter()
+        .map(|(&r, &pi)| (r, place(&snap.processes[pi])))
+        .collect()
+}
+
+fn place(p: &ProcessSnapshot) -> Place {
+    let Some(st) = &p.stacks else {
+        return Place::NoStacks("its call stacks were not read".into());
+    };
+    if st.threads.is_empty() {
+        return Place::NoStacks(st.missing.clone().unwrap_or_else(|| "no thread was listed".into()));
+    }
+    let mut calls = Vec::new();
+    let mut computing = None;
+    let mut idle = None;
+    for t in &st.threads {
+        match position(t) {
+            Position::Runtime => {}
+            Position::NotInMpi { at } => {
+                let called = app_frame(t)
+                    .filter(|a| Some(a) != at.as_ref())
+                    .map(|a| format!(", called from {a}"))
+                    .unwrap_or_default();
+                match blocked_outside(t) {
+                    Some(what) => {
+                        idle.get_or_insert_with(|| format!("{what}{called}"));
+                    }
+                    None => {
+                        computing.get_or_insert(format!("{}{called}", at.unwrap_or_else(|| "its own code".into())));
+                    }
+                }
+            }
+            Position::InMpi {
+                call, class, caller, ..
+            } => {
+                if !class.blocks() {
+                    computing.get_or_insert(format!("{} (returns at once)", c_name(&call)));
+                    continue;
+                }
+                let args = st.calls.iter().find(|c| c.tid == t.tid).cloned();
+                let comm = args
+                    .as_ref()
+                    .and_then(|a| a.communicator.as_ref())
+                    .and_then(|id| p.communicators.iter().position(|c| &c.id == id));
+                calls.push(Call {
+                    tid: t.tid,
+                    name: call,
+                    class,
+                    caller,
+                    comm,
+                    args,
+                });
+            }
+        }
+    }
+    if let Some(at) = computing {
+        Place::Computing(at)
+    } else if !calls.is_empty() {
+        Place::InMpi(calls)
+    } else if let Some(what) = idle {
+        Place::Idle(what)
+    } else {
+        Place::NoStacks("no application thread was found in its stacks".into())
+    }
+}
+
+/// The calls of a place, in a form two samples can compare.
+fn call_keys(p: &Place) -> Option<Vec<(u64, String, Option<String>)>> {
+    match p {
+        Place::InMpi(calls) => Some(
+            calls
+                .iter()
+                .map(|c| (c.tid, c.name.clone(), c.caller.clone()))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// Whether two samples show the same calls (thread, call, caller).
+pub(crate) fn same_calls(now: &[Call], then: &[Call]) -> bool {
+    let keys = |c: &[Call]| -> Vec<(u64, String, Option<String>)> {
+        c.iter().map(|c| (c.tid, c.name.clone(), c.caller.clone())).collect()
+    };
+    keys(now) == keys(then)
+}
+
+/// Ranks whose position differs from the previous sample's: they moved.
+pub(crate) fn moved(now: &BTreeMap<i64, Place>, before: &BTreeMap<i64, Place>) -> BTreeMap<i64, String> {
+    let mut out = BTreeMap::new();
+    for (r, p) in now {
+        let Some(b) = before.get(r) else { continue };
+        if matches!(p, Place::NoStacks(_)) || matches!(b, Place::NoStacks(_)) {
+            continue;
+        }
+        if call_keys(p) != call_keys(b) {
+            out.insert(*r, format!("it moved from {} to {}", short(b), short(p)));
+        }
+    }
+    out
+}
+
+/// A place in a few words, for "moved from ... to ...".
+fn short(p: &Place) -> String {
+    match p {
+        Place::NoStacks(_) => "an unknown place".into(),
+        Place::Computing(_) => "computing".into(),
+        Place::Idle(what) => format!("waiting outside MPI in {what}"),
+        Place::InMpi(calls) => calls
+            .iter()
+            .map(|c| match &c.caller {
+                Some(at) => format!("{} from {at}", c_name(&c.name)),
+                None => c_name(&c.name),
+            })
+            .collect::<Vec<_>>()
+            .join(" and "),
+    }
+}
+
+/// The waits the verdict reduces, and the ranks free whatever they wait for.
+#[derive(Debug, Default)]
+pub(crate) struct Grouped {
+    /// The waits, in groups.
+    pub waits: Vec<Wait>,
+    /// Ranks computing, or in a blocking call already satisfied.
+    pub free: BTreeSet<i64>,
+    /// Ranks free only if the best is assumed (a collective waits for them
+    /// but their stacks are unknown), with the reason.
+    pub maybe: BTreeMap<i64, String>,
+}
+
+/// What the analysis knows, for grouping.
+pub(crate) struct Scene<'a> {
+    pub snap: &'a Snapshot,
+    pub job: &'a Job,
+    pub ids: &'a CommIds,
+    pub places: &'a BTreeMap<i64, Place>,
+    /// The previous sample confirms this rank's position.
+    pub confirmed: &'a dyn Fn(i64) -> bool,
+}
+
+/// Turns the queue waits into groups by where each rank is.
+pub(crate) fn group(scene: &Scene<'_>, queue_waits: Vec<Wait>) -> Grouped {
+    let mut by_rank: BTreeMap<i64, Vec<Wait>> = BTreeMap::new();
+    for w in queue_waits {
+        by_rank.entry(w.rank).or_default().push(w);
+    }
+    let mut out = Grouped::default();
+    for (&r, place) in scene.places {
+        let mine = by_rank.remove(&r).unwrap_or_default();
+        match place {
+            Place::Computing(_) => {
+                out.free.insert(r);
+                out.waits.extend(mine); // shown; the rank is free anyway
+            }
+            Place::NoStacks(_) | Place::Idle(_) => out.waits.extend(mine),
+            Place::InMpi(calls) => {
+                let mut groups: Vec<Vec<Wait>> = Vec::new();
+                for call in calls {
+                    groups.extend(call_groups(scene, r, call, &mine, &mut out.maybe));
+                }
+                if groups.iter().any(Vec::is_empty) {
+                    out.free.insert(r);
+                }
+                for (g, waits) in groups.into_iter().enumerate() {
+                    for mut w in waits {
+                        w.group = u32::try_from(g).unwrap_or(u32::MAX);
+                        out.waits.push(w);
+                    }
+                }
+            }
+        }
+    }
+    // Ranks without a place (not in the snapshot) keep nothing to wait on.
+    for (_, rest) in by_rank {
+        out.waits.extend(rest);
+    }
+    out
+}
+
+/// The operation behind a queue wait.
+fn op_of<'s>(snap: &'s Snapshot, w: &Wait) -> Option<&'s Operation> {
+    let at = w.at?;
+    snap.processes
+        .get(at.process)?
+        .communicators
+        .get(at.comm)?
+        .queues
+        .get(at.queue)
+        .operations
+        .get(at.op)
+}
+
+/// The queue waits of `mine` that belong to `call`: by its buffer, else by
+/// communicator, peer and tag, else all of the kinds it waits on.
+fn tied(scene: &Scene<'_>, call: &Call, mine: &[Wait], kinds: &[OpKind]) -> Vec<Wait> {
+    let of_kind: Vec<&Wait> = mine.iter().filter(|w| kinds.contains(&w.op)).collect();
+    if let Some(a) = &call.args {
+        if let Some(buf) = &a.buffer {
+            let by_buf: Vec<Wait> = of_kind
+                .iter()
+                .filter(|w| op_of(scene.snap, w).is_some_and(|o| &o.buffer == buf))
+                .map(|w| (*w).clone())
+                .collect();
+            if !by_buf.is_empty() {
+                return by_buf;
+            }
+        }
+        if let (Some(ci), Some(peer)) = (call.comm, a.peer) {
+            let by_peer: Vec<Wait> = of_kind
+                .iter()
+                .filter(|w| w.at.is_some_and(|at| at.comm == ci))
+                .filter(|w| {
+                    op_of(scene.snap, w).is_some_and(|o| {
+                        (a.any_source || o.peer.local == Some(peer)) && (a.any_tag || a.tag.is_none() || o.tag == a.tag)
+                    })
+                })
+                .map(|w| (*w).clone())
+                .collect();
+            if !by_peer.is_empty() {
+                return by_peer;
+            }
+        }
+    }
+    of_kind.into_iter().cloned().collect()
+}
+
+/// A wait of a blocking call (no queue operation behind it).
+fn call_wait(
+    r: i64,
+    call: &Call,
+    op: OpKind,
+    target: Target,
+    certain: bool,
+    words: String,
+    why: Option<String>,
+) -> Wait {
+    Wait {
+        rank: r,
+        at: None,
+        group: 0,
+        words: Some(words),
+        op,
+        communicator: String::new(),
+        tag: call.args.as_ref().and_then(|a| a.tag),
+        target,
+        certain,
+        why,
+        unmatched: None,
+    }
+}
+
+/// Why a call's communicator is not known.
+fn comm_unknown(call: &Call) -> String {
+    let why = call
+        .args
+        .as_ref()
+        .and_then(|a| a.why.clone())
+        .unwrap_or_else(|| "this front end gave no argument values".into());
+    format!(
+        "the communicator of its {} could not be recovered ({why})",
+        c_name(&call.name)
+    )
+}
+
+/// The groups of one call of rank `r` (an empty group: satisfied).
+fn call_groups(
+    scene: &Scene<'_>,
+    r: i64,
+    call: &Call,
+    mine: &[Wait],
+    maybe: &mut BTreeMap<i64, String>,
+) -> Vec<Vec<Wait>> {
+    let all = [OpKind::Receive, OpKind::Send];
+    match call.class {
+        CallClass::Send { synchronous } => {
+            let t = tied(scene, call, mine, &[OpKind::Send]);
+            if !t.is_empty() {
+                return vec![t];
+            }
+            vec![unlisted_send(scene, r, call, synchronous)]
+        }
+        CallClass::Recv => vec![tied(scene, call, mine, &[OpKind::Receive])],
+        CallClass::SendRecv => vec![tied(scene, call, mine, &all)],
+        CallClass::Wait { completion } | CallClass::Poll { completion } => {
+            let t: Vec<Wait> = mine.to_vec();
+            if t.is_empty() {
+                return vec![invisible(scene, r, call)];
+            }
+            match completion {
+                Completion::Any => t.into_iter().map(|w| vec![w]).collect(),
+                Completion::One | Completion::All => vec![t],
+            }
+        }
+        CallClass::Collective { .. } | CallClass::CommConstruct | CallClass::InitFinalize => {
+            vec![collective(scene, r, call, maybe)]
+        }
+        CallClass::OneSided | CallClass::Io { .. } => {
+            let words = format!("rank {r} waits in {}, for whom is not known", c_name(&call.name));
+            let why = format!(
+                "rank {r} is in {}, whose partners mpiq cannot tell (one-sided or file I/O)",
+                c_name(&call.name)
+            );
+            let others = usize::try_from(scene.job.size - 1).unwrap_or(1).max(1);
+            vec![vec![call_wait(
+                r,
+                call,
+                OpKind::Call,
+                Target::Unresolved { others },
+                false,
+                words,
+                Some(why),
+            )]]
+        }
+        CallClass::LocalSend | CallClass::Start | CallClass::Local => vec![Vec::new()],
+    }
+}
+
+/// A wait call (or test loop) with nothing pending in the queues: its
+/// request completed (it is about to return) — unless the previous sample
+/// saw it in the same place, when it waits on something the queues do not
+/// show (a nonblocking collective, a request of another library).
+fn invisible(scene: &Scene<'_>, r: i64, call: &Call) -> Vec<Wait> {
+    if !(scene.confirmed)(r) {
+        return Vec::new();
+    }
+    let name = c_name(&call.name);
+    let others = usize::try_from(scene.job.size - 1).unwrap_or(1).max(1);
+    let words = format!("rank {r} waits in {name} on a request the queues do not show");
+    let why = format!("rank {r} is in {name} on a request no queue lists (a nonblocking collective?)");
+    vec![call_wait(
+        r,
+        call,
+        OpKind::Call,
+        Target::Unresolved { others },
+        false,
+        words,
+        Some(why),
+    )]
+}
+
+/// A blocking send the queues do not list (MPICH lists only nonblocking
+/// sends): it waits for its receiver to post a matching receive, also when
+/// its message already sits in the receiver's unexpected queue.
+fn unlisted_send(scene: &Scene<'_>, r: i64, call: &Call, synchronous: bool) -> Vec<Wait> {
+    let name = c_name(&call.name);
+    let p = scene.job.procs.get(&r).map(|&pi| &scene.snap.processes[pi]);
+    // The destination from the arguments, else from where its messages are.
+    let from_args = call
+        .comm
+        .zip(call.args.as_ref().and_then(|a| a.peer))
+        .and_then(|(ci, l)| {
+            let c = p?.communicators.get(ci)?;
+            translate(c, Some(l))
+        });
+    let (dest, evidence) = match from_args {
+        Some(d) => (Some(d), None),
+        None => {
+            let at = unexpected_from(scene, r);
+            match at.len() {
+                1 => (
+                    at.first().copied(),
+                    Some(format!("its message is unexpected at rank {}", at[0])),
+                ),
+                0 => (None, None),
+                _ => {
+                    let words = format!(
+                        "rank {r} waits in {name} for one of {} to receive its message",
+                        ranks_words(&at)
+                    );
+                    let why = format!(
+                        "rank {r} is in {name}; messages from it are unexpected at {}, so its destination is not known",
+                        ranks_words(&at)
+                    );
+                    let target = Target::AnyOf {
+                        ranks: at,
+                        unknown_members: false,
+                    };
+                    return vec![call_wait(r, call, OpKind::SyncSend, target, false, words, Some(why))];
+                }
+            }
+        }
+    };
+    let Some(d) = dest else {
+        let words = format!("rank {r} waits in {name} for an unknown receiver");
+        let why = format!("rank {r} is in {name}, whose destination could not be recovered");
+        return vec![call_wait(
+            r,
+            call,
+            OpKind::SyncSend,
+            Target::Unresolved { others: 1 },
+            false,
+            words,
+            Some(why),
+        )];
+    };
+    let tag = call.args.as_ref().and_then(|a| a.tag);
+    let comm = call
+        .comm
+        .and_then(|ci| p?.communicators.get(ci))
+        .map_or_else(|| "its communicator".to_string(), |c| comm_words(&c.name));
+    let mut words = format!("rank {r} waits in {name} for rank {d} to receive its message on {comm}");
+    if tag.is_some() {
+        words.push_str(&format!(" {}", tag_words(tag)));
+    }
+    if let Some(e) = &evidence {
+        words.push_str(&format!(" ({e})"));
+    }
+    // A standard send may have completed eagerly: certain only when
+    // synchronous or seen in the same place by the previous sample.
+    let certain = synchronous || (scene.confirmed)(r);
+    let why = (!certain).then(|| {
+        format!("rank {r} is in {name} to rank {d}: a standard send may complete without a receive (eager); a second sample tells")
+    });
+    vec![call_wait(
+        r,
+        call,
+        OpKind::SyncSend,
+        Target::Rank(d),
+        certain,
+        words,
+        why,
+    )]
+}
+
+/// World ranks whose unexpected queues hold a message from world rank `r`.
+fn unexpected_from(scene: &Scene<'_>, r: i64) -> Vec<i64> {
+    let mut at = BTreeSet::new();
+    for (&q, &pi) in &scene.job.procs {
+        if q == r {
+            continue;
+        }
+        for c in &scene.snap.processes[pi].communicators {
+            if member(c).is_none() {
+                continue;
+            }
+            for u in &c.queues.get(QueueKind::Unexpected).operations {
+                let src = u
+                    .actual
+                    .and_then(|a| a.world)
+                    .or(u.peer.world)
+                    .or_else(|| translate(c, msg_source(u)));
+                if src == Some(r) {
+                    at.insert(q);
+                }
+            }
+        }
+    }
+    at.into_iter().collect()
+}
+
+mod collective;
+mod words;
+use collective::collective;
+pub use words::RankWhere;
+pub(crate) use words::{ranks_said, where_list};

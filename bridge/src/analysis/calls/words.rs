@@ -1,0 +1,186 @@
+//! Where each rank is, in words: "rank 0 is in MPI_Barrier on
+//! MPI_COMM_WORLD (solver.c:88)", "ranks 1-3 wait in MPI_Recv from rank 0,
+//! tag 3 (solver.c:41)".
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{c_name, Call, Place};
+use crate::analysis::job::{comm_words, translate, Job};
+use crate::analysis::words::ranks_words;
+use crate::snapshot::model::Snapshot;
+use crate::stacks::names::CallClass;
+
+/// Where one rank is, for [`crate::analysis::Analysis::where_`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankWhere {
+    /// World rank.
+    pub rank: i64,
+    /// `in_mpi`, `computing`, `idle` (blocked outside MPI) or `unknown`
+    /// (no stacks).
+    pub state: String,
+    /// In words, without the rank: "is in MPI_Barrier on MPI_COMM_WORLD
+    /// (solver.c:88)".
+    pub text: String,
+}
+
+/// A description without its subject, in the singular and the plural.
+struct Said {
+    one: String,
+    many: String,
+}
+
+fn said(verb_one: &str, verb_many: &str, rest: &str) -> Said {
+    Said {
+        one: format!("{verb_one} {rest}"),
+        many: format!("{verb_many} {rest}"),
+    }
+}
+
+/// `(solver.c:88)` from a caller `main (solver.c:88)`, or `, called from X`.
+fn location(caller: &Option<String>) -> String {
+    match caller {
+        Some(c) => match c.find(" (") {
+            Some(i) => c[i..].to_string(),
+            None => format!(", called from {c}"),
+        },
+        None => String::new(),
+    }
+}
+
+fn call_said(snap: &Snapshot, pi: usize, call: &Call) -> Said {
+    let name = c_name(&call.name);
+    let comm = call.comm.and_then(|ci| snap.processes.get(pi)?.communicators.get(ci));
+    let on = comm.map(|c| format!(" on {}", comm_words(&c.name))).unwrap_or_default();
+    let args = call.args.as_ref();
+    let peer = |dir: &str| {
+        let a = args?;
+        if a.any_source {
+            return Some(format!(" {dir} any rank"));
+        }
+        let l = a.peer?;
+        let w = comm.and_then(|c| translate(c, Some(l)));
+        Some(match w {
+            Some(w) => format!(" {dir} rank {w}"),
+            None => format!(" {dir} local rank {l}"),
+        })
+    };
+    let tag = args
+        .and_then(|a| {
+            if a.any_tag {
+                Some("any tag".to_string())
+            } else {
+                a.tag.map(|t| format!("tag {t}"))
+            }
+        })
+        .map(|t| format!(", {t}"))
+        .unwrap_or_default();
+    let at = location(&call.caller);
+    match call.class {
+        CallClass::Recv => said(
+            "waits in",
+            "wait in",
+            &format!("{name}{}{tag}{on}{at}", peer("from").unwrap_or_default()),
+        ),
+        CallClass::Send { .. } => said(
+            "waits in",
+            "wait in",
+            &format!("{name}{}{tag}{on}{at}", peer("to").unwrap_or_default()),
+        ),
+        CallClass::SendRecv | CallClass::Wait { .. } | CallClass::Poll { .. } => {
+            said("waits in", "wait in", &format!("{name}{on}{at}"))
+        }
+        _ => said("is in", "are in", &format!("{name}{on}{at}")),
+    }
+}
+
+fn place_said(snap: &Snapshot, pi: usize, place: &Place) -> (&'static str, Said) {
+    match place {
+        Place::NoStacks(why) => (
+            "unknown",
+            said("has no known stack", "have no known stack", &format!("({why})")),
+        ),
+        Place::Computing(at) => (
+            "computing",
+            said("is computing", "are computing", &format!("(in {at})")),
+        ),
+        Place::Idle(what) => (
+            "idle",
+            said(
+                "is blocked outside MPI",
+                "are blocked outside MPI",
+                &format!("in {what}"),
+            ),
+        ),
+        Place::InMpi(calls) => {
+            let parts: Vec<Said> = calls.iter().map(|c| call_said(snap, pi, c)).collect();
+            let join = |f: fn(&Said) -> &String| parts.iter().map(f).cloned().collect::<Vec<_>>().join(" and ");
+            (
+                "in_mpi",
+                Said {
+                    one: join(|s| &s.one),
+                    many: join(|s| &s.many),
+                },
+            )
+        }
+    }
+}
+
+/// Every rank's place in words.
+pub(crate) fn where_list(snap: &Snapshot, job: &Job, places: &BTreeMap<i64, Place>) -> Vec<RankWhere> {
+    places
+        .iter()
+        .filter_map(|(&r, p)| {
+            let &pi = job.procs.get(&r)?;
+            let (state, s) = place_said(snap, pi, p);
+            Some(RankWhere {
+                rank: r,
+                state: state.to_string(),
+                text: s.one,
+            })
+        })
+        .collect()
+}
+
+/// The places of `ranks` in words, ranks with the same description
+/// together: "rank 0 is in MPI_Barrier on MPI_COMM_WORLD (a.c:9); ranks
+/// 1-3 wait in MPI_Recv from rank 0, tag 3 (a.c:5)"; at most `most`
+/// descriptions. `None` when none of them has a known stack.
+pub(crate) fn ranks_said(
+    snap: &Snapshot,
+    job: &Job,
+    places: &BTreeMap<i64, Place>,
+    ranks: &[i64],
+    most: usize,
+) -> Option<String> {
+    let mut by: Vec<(String, String, Vec<i64>)> = Vec::new();
+    let mut known = false;
+    for &r in ranks {
+        let (Some(p), Some(&pi)) = (places.get(&r), job.procs.get(&r)) else {
+            continue;
+        };
+        known |= !matches!(p, Place::NoStacks(_));
+        let (_, s) = place_said(snap, pi, p);
+        match by.iter_mut().find(|(one, _, _)| *one == s.one) {
+            Some((_, _, rs)) => rs.push(r),
+            None => by.push((s.one, s.many, vec![r])),
+        }
+    }
+    if !known {
+        return None;
+    }
+    let mut parts: Vec<String> = by
+        .iter()
+        .take(most)
+        .map(|(one, many, rs)| {
+            let verb = if rs.len() == 1 { one } else { many };
+            format!("{} {verb}", ranks_words(rs))
+        })
+        .collect();
+    if by.len() > most {
+        let rest: Vec<i64> = by.iter().skip(most).flat_map(|(_, _, rs)| rs.iter().copied()).collect();
+        parts.push(format!("{} are elsewhere", ranks_words(&rest)));
+    }
+    Some(parts.join("; "))
+}

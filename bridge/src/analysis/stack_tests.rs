@@ -1,0 +1,345 @@
+//! The verdict with call stacks (docs/design/stacks.md §5.8): synthetic
+//! snapshots of every designed case, end to end through [`analyze`].
+
+use super::testutil::*;
+use super::*;
+use crate::snapshot::model::{Communicator, Frame, MpiCall, ProcessSnapshot, Snapshot, Stacks, ThreadStack};
+
+const LIBMPI: &str = "/opt/mpi/lib/libmpi.so.40";
+const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+const APP: &str = "/home/u/app";
+
+fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
+    Frame {
+        pc: "0x1".into(),
+        function: Some(function.into()),
+        object: Some(object.into()),
+        file: line.map(|_| "app.c".to_string()),
+        line,
+        inlined: false,
+    }
+}
+
+/// A thread in MPI call `entry` (`PMPI_Recv`) called from `main` at `line`.
+fn in_mpi(tid: u64, entry: &str, line: u32) -> ThreadStack {
+    ThreadStack {
+        tid,
+        frames: vec![
+            frame("opal_progress", LIBMPI, None),
+            frame(entry, LIBMPI, None),
+            frame("main", APP, Some(line)),
+        ],
+        ..ThreadStack::default()
+    }
+}
+
+/// A thread outside MPI in libc function `f` (`pause`, `usleep`).
+fn in_libc(tid: u64, f: &str) -> ThreadStack {
+    ThreadStack {
+        tid,
+        frames: vec![frame(f, LIBC, None), frame("main", APP, Some(7))],
+        ..ThreadStack::default()
+    }
+}
+
+/// What the call's arguments said.
+fn args(tid: u64, call: &str, comm: Option<&str>) -> MpiCall {
+    MpiCall {
+        tid,
+        frame: 1,
+        call: call.into(),
+        communicator: comm.map(str::to_string),
+        ..MpiCall::default()
+    }
+}
+
+fn with(mut p: ProcessSnapshot, threads: Vec<ThreadStack>, calls: Vec<MpiCall>) -> ProcessSnapshot {
+    p.stacks = Some(Stacks {
+        threads,
+        calls,
+        ..Stacks::default()
+    });
+    p
+}
+
+/// examples/barrier_vs_recv.c on n ranks; `comm`: whether the barrier's
+/// communicator was recovered.
+fn barrier_vs_recv(n: i64, comm: bool) -> Snapshot {
+    let mut ps = vec![with(
+        process(0, vec![world(n, 0)]),
+        vec![in_mpi(100, "PMPI_Barrier", 54)],
+        vec![args(100, "barrier", comm.then_some("0"))],
+    )];
+    for r in 1..n {
+        let mut recv_args = args(100 + r as u64, "recv", Some("0"));
+        recv_args.peer = Some(0);
+        recv_args.tag = Some(3);
+        ps.push(with(
+            process(r as i32, vec![world(n, r).recvs(vec![recv(Some(0), Some(3))])]),
+            vec![in_mpi(100 + r as u64, "PMPI_Recv", 35)],
+            if comm { vec![recv_args] } else { Vec::new() },
+        ));
+    }
+    snapshot(ps)
+}
+
+#[test]
+fn a_rank_in_a_barrier_waits_for_the_ranks_not_in_it() {
+    let a = analyze(&barrier_vs_recv(4, true), None);
+    assert_eq!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert_eq!(a.cycles, vec![vec![0, 1], vec![0, 2], vec![0, 3]]);
+    assert!(
+        a.summary.starts_with(
+            "deadlock: rank 0 is in MPI_Barrier on MPI_COMM_WORLD (app.c:54); ranks 1-3 wait in MPI_Recv from \
+             rank 0, tag 3 on MPI_COMM_WORLD (app.c:35) — "
+        ),
+        "{}",
+        a.summary
+    );
+    let collective: Vec<&Edge> = a.edges.iter().filter(|e| e.op == OpKind::Collective).collect();
+    assert_eq!(collective.len(), 3, "{:?}", a.edges);
+    assert!(collective.iter().all(|e| e.from == 0 && e.wait.is_none()));
+    assert_eq!(a.where_.len(), 4);
+    assert_eq!(a.where_[0].state, "in_mpi");
+}
+
+#[test]
+fn without_stacks_the_barrier_rank_looks_free_as_before() {
+    let mut s = barrier_vs_recv(4, true);
+    for p in &mut s.processes {
+        p.stacks = None;
+    }
+    let a = analyze(&s, None);
+    assert_eq!(a.verdict, Verdict::NoDeadlock);
+    assert!(a.where_.iter().all(|w| w.state == "unknown"));
+}
+
+#[test]
+fn an_unrecovered_communicator_is_unknown_on_one_sample_and_a_stall_on_two() {
+    let s = barrier_vs_recv(4, false);
+    let one = analyze(&s, None);
+    assert_eq!(one.verdict, Verdict::Unknown, "{one:#?}");
+    assert!(one.summary.contains("could not be recovered"), "{}", one.summary);
+    let two = analyze_samples(&s, Some(&s), Some(200));
+    assert_eq!(two.verdict, Verdict::Deadlock, "{two:#?}");
+    assert!(two.stalled);
+    assert!(
+        two.summary.starts_with(
+            "deadlock: no rank can make progress: every rank is blocked inside MPI and nothing changed between \
+             two samples 200 ms apart: rank 0 is in MPI_Barrier (app.c:54)"
+        ),
+        "{}",
+        two.summary
+    );
+    // A rank that moved between the samples breaks the stall.
+    let mut before = s.clone();
+    before.processes[2].stacks.as_mut().unwrap().threads[0] = in_mpi(102, "PMPI_Send", 40);
+    let moved = analyze_samples(&s, Some(&before), None);
+    assert_ne!(moved.verdict, Verdict::Deadlock, "{moved:#?}");
+    assert!(moved.progressing.contains(&2));
+}
+
+#[test]
+fn every_rank_in_the_same_barrier_completes() {
+    let n = 3;
+    let s = snapshot(
+        (0..n)
+            .map(|r| {
+                with(
+                    process(r as i32, vec![world(n, r)]),
+                    vec![in_mpi(10 + r as u64, "MPI_Barrier", 9)],
+                    vec![args(10 + r as u64, "barrier", Some("0"))],
+                )
+            })
+            .collect(),
+    );
+    assert_eq!(analyze(&s, None).verdict, Verdict::NoDeadlock);
+    // Not a stall either without the communicators: maybe one barrier.
+    let mut bare = s.clone();
+    for p in &mut bare.processes {
+        p.stacks.as_mut().unwrap().calls.clear();
+    }
+    assert_ne!(analyze_samples(&bare, Some(&bare), None).verdict, Verdict::Deadlock);
+}
+
+#[test]
+fn a_collective_mismatch_on_split_communicators() {
+    // examples/split_mismatch.c: low = {0, 1}, high = {2, 3}; 0 in
+    // Barrier(low), 1-3 in Barrier(WORLD).
+    let low = |l: i64| comm("low", 2, l).group(vec![0, 1]).id("0xa0");
+    let high = |l: i64| comm("high", 2, l).group(vec![2, 3]).id("0xb0");
+    let p = |r: i64, sub: Communicator, call: &str, on: &str| {
+        with(
+            process(r as i32, vec![world(4, r), sub]),
+            vec![in_mpi(r as u64, call, 20)],
+            vec![args(r as u64, "barrier", Some(on))],
+        )
+    };
+    let s = snapshot(vec![
+        p(0, low(0), "PMPI_Barrier", "0xa0"),
+        p(1, low(1), "PMPI_Barrier", "0"),
+        p(2, high(0), "PMPI_Barrier", "0"),
+        p(3, high(1), "PMPI_Barrier", "0"),
+    ]);
+    let a = analyze(&s, None);
+    assert_eq!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert_eq!(a.cycles, vec![vec![0, 1]]);
+    assert_eq!(a.blocked, vec![2, 3]);
+    assert!(a.summary.contains("rank 0 is in MPI_Barrier on 'low'"), "{}", a.summary);
+}
+
+#[test]
+fn a_ring_of_unlisted_synchronous_sends_is_a_deadlock() {
+    // MPICH: blocking sends are not listed; each message sits unexpected at
+    // its receiver, which is in MPI_Ssend itself.
+    let n = 4;
+    let s = snapshot(
+        (0..n)
+            .map(|r| {
+                let left = (r + n - 1) % n;
+                with(
+                    process(r as i32, vec![world(n, r).unexp(vec![unexpected(left, 500 + left)])]),
+                    vec![in_mpi(r as u64, "PMPI_Ssend", 12)],
+                    Vec::new(),
+                )
+            })
+            .collect(),
+    );
+    let a = analyze(&s, None);
+    assert_eq!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert_eq!(a.cycles, vec![vec![0, 1, 2, 3]]);
+    assert!(a.edges.iter().all(|e| e.op == OpKind::SyncSend), "{:?}", a.edges);
+    assert!(a.summary.contains("unexpected at rank 1"), "{}", a.summary);
+    // Without stacks the messages count as delivered: the old false all-clear.
+    let mut bare = s.clone();
+    for p in &mut bare.processes {
+        p.stacks = None;
+    }
+    assert_eq!(analyze(&bare, None).verdict, Verdict::NoDeadlock);
+}
+
+#[test]
+fn a_computing_rank_can_still_satisfy_an_any_source_receive() {
+    // examples/any_source_computing.c.
+    let s = snapshot(vec![
+        with(
+            process(0, vec![world(3, 0).recvs(vec![recv(None, Some(5))])]),
+            vec![in_mpi(1, "PMPI_Recv", 10)],
+            Vec::new(),
+        ),
+        with(
+            process(1, vec![world(3, 1).recvs(vec![recv(Some(2), Some(6))])]),
+            vec![in_libc(2, "clock_nanosleep")],
+            Vec::new(),
+        ),
+        with(
+            process(2, vec![world(3, 2).recvs(vec![recv(Some(0), Some(7))])]),
+            vec![in_mpi(3, "PMPI_Recv", 30)],
+            Vec::new(),
+        ),
+    ]);
+    let a = analyze(&s, None);
+    assert_eq!(a.verdict, Verdict::NoDeadlock, "{a:#?}");
+    assert_eq!(a.where_[1].state, "computing");
+    // The same rank blocked in pause() (idle): its pending receive counts.
+    let mut idle = s.clone();
+    idle.processes[1].stacks.as_mut().unwrap().threads[0] = in_libc(2, "pause");
+    assert_eq!(analyze(&idle, None).verdict, Verdict::Deadlock);
+}
+
+/// examples/waitany.c: rank 0 waits on receives from 1 and 2; 1 receives
+/// from 0; 2 computes.
+fn waitany(call: &str) -> Snapshot {
+    snapshot(vec![
+        with(
+            process(
+                0,
+                vec![world(3, 0).recvs(vec![recv(Some(1), Some(1)), recv(Some(2), Some(2))])],
+            ),
+            vec![in_mpi(1, call, 10)],
+            Vec::new(),
+        ),
+        with(
+            process(1, vec![world(3, 1).recvs(vec![recv(Some(0), Some(9))])]),
+            vec![in_mpi(2, "PMPI_Recv", 20)],
+            Vec::new(),
+        ),
+        with(process(2, vec![world(3, 2)]), vec![in_libc(3, "usleep")], Vec::new()),
+    ])
+}
+
+#[test]
+fn waitany_needs_one_request_and_waitall_every_one() {
+    assert_eq!(analyze(&waitany("PMPI_Waitany"), None).verdict, Verdict::NoDeadlock);
+    let all = analyze(&waitany("PMPI_Waitall"), None);
+    assert_eq!(all.verdict, Verdict::Deadlock, "{all:#?}");
+    assert_eq!(all.cycles, vec![vec![0, 1]]);
+}
+
+#[test]
+fn threads_of_a_rank_are_alternatives() {
+    // examples/threads.c: rank 0's thread A receives from 1; main computes
+    // (`compute`) or joins A (`join`); rank 1 receives from 0.
+    let s = |main: ThreadStack| {
+        snapshot(vec![
+            with(
+                process(0, vec![world(2, 0).recvs(vec![recv(Some(1), Some(7))])]),
+                vec![main, in_mpi(11, "PMPI_Recv", 30)],
+                Vec::new(),
+            ),
+            with(
+                process(1, vec![world(2, 1).recvs(vec![recv(Some(0), Some(8))])]),
+                vec![in_mpi(20, "PMPI_Recv", 40)],
+                Vec::new(),
+            ),
+        ])
+    };
+    assert_eq!(analyze(&s(in_libc(10, "usleep")), None).verdict, Verdict::NoDeadlock);
+    let join = analyze(&s(in_libc(10, "__pthread_clockjoin_ex")), None);
+    assert_eq!(join.verdict, Verdict::Deadlock, "{join:#?}");
+    assert_eq!(join.cycles, vec![vec![0, 1]]);
+}
+
+#[test]
+fn ranks_idle_in_pause_keep_the_queue_verdict() {
+    // examples/ring.c: every rank idle in pause() with its receive pending.
+    let n = 3;
+    let s = snapshot(
+        (0..n)
+            .map(|r| {
+                with(
+                    process(
+                        r as i32,
+                        vec![world(n, r).recvs(vec![recv(Some((r + n - 1) % n), Some(100 + r))])],
+                    ),
+                    vec![in_libc(r as u64, "__libc_pause")],
+                    Vec::new(),
+                )
+            })
+            .collect(),
+    );
+    let a = analyze(&s, None);
+    assert_eq!(a.verdict, Verdict::Deadlock);
+    assert_eq!(
+        a.where_[0].text,
+        "is blocked outside MPI in pause, called from main (app.c:7)"
+    );
+}
+
+#[test]
+fn a_received_message_frees_the_receiver() {
+    // Rank 1 in MPI_Recv whose receive is no longer pending: it returns.
+    let s = snapshot(vec![
+        with(
+            process(0, vec![world(2, 0)]),
+            vec![in_mpi(1, "PMPI_Barrier", 5)],
+            vec![args(1, "barrier", Some("0"))],
+        ),
+        with(
+            process(1, vec![world(2, 1)]),
+            vec![in_mpi(2, "PMPI_Recv", 6)],
+            Vec::new(),
+        ),
+    ]);
+    assert_eq!(analyze(&s, None).verdict, Verdict::NoDeadlock);
+}

@@ -1,0 +1,151 @@
+//! The output of `mpiq stacks`: gdb-like text (one line per frame) or
+//! JSON, per process.
+
+use super::{Frame, ThreadStack};
+
+/// One frame as gdb's `bt` prints it:
+/// `#N 0xPC in FUNCTION (FILE:LINE) from OBJECT`.
+pub fn frame_line(n: usize, f: &Frame) -> String {
+    let function = match (&f.function, &f.object, f.offset) {
+        (Some(name), ..) => name.clone(),
+        (None, Some(obj), Some(off)) => format!("{}+{off:#x}", base_name(obj)),
+        _ => "??".to_string(),
+    };
+    let mut line = format!("#{n:<2} {:#018x} in {function}", f.pc);
+    if let Some(file) = &f.file {
+        match f.line {
+            Some(l) => line.push_str(&format!(" ({file}:{l})")),
+            None => line.push_str(&format!(" ({file})")),
+        }
+    }
+    if f.inlined {
+        line.push_str(" [inlined]");
+    }
+    if let Some(obj) = &f.object {
+        line.push_str(&format!(" from {obj}"));
+    }
+    line
+}
+
+fn base_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The stacks of one process as text, one block per thread.
+pub fn render_text(pid: i32, stacks: &[ThreadStack]) -> String {
+    let mut out = String::new();
+    for t in stacks {
+        let name = t.name.as_deref().map(|n| format!(" \"{n}\"")).unwrap_or_default();
+        out.push_str(&format!("Thread {} (process {pid}){name}:\n", t.tid));
+        for (n, f) in t.frames.iter().enumerate() {
+            out.push_str(&frame_line(n, f));
+            out.push('\n');
+        }
+        if let Some(note) = &t.note {
+            out.push_str(&format!("   ({note})\n"));
+        }
+    }
+    out
+}
+
+/// The stacks of one process as JSON.
+pub fn to_json(pid: i32, stacks: &[ThreadStack]) -> serde_json::Value {
+    let threads: Vec<serde_json::Value> = stacks
+        .iter()
+        .map(|t| {
+            let frames: Vec<serde_json::Value> = t
+                .frames
+                .iter()
+                .map(|f| {
+                    serde_json::json!({
+                        "pc": format!("{:#x}", f.pc),
+                        "function": f.function,
+                        "object": f.object,
+                        "offset": f.offset.map(|o| format!("{o:#x}")),
+                        "file": f.file,
+                        "line": f.line,
+                        "inlined": f.inlined,
+                        "how": f.how.as_str(),
+                    })
+                })
+                .collect();
+            serde_json::json!({ "tid": t.tid, "name": t.name, "frames": frames, "note": t.note })
+        })
+        .collect();
+    serde_json::json!({ "pid": pid, "threads": threads })
+}
+
+/// The output of `mpiq stacks`: text blocks, or one JSON array.
+#[derive(Debug)]
+pub struct Output {
+    json: bool,
+    text: String,
+    docs: Vec<serde_json::Value>,
+}
+
+impl Output {
+    /// Empty output, as JSON or text.
+    pub fn new(json: bool) -> Output {
+        Output {
+            json,
+            text: String::new(),
+            docs: Vec::new(),
+        }
+    }
+
+    /// Adds one process.
+    pub fn add(&mut self, pid: i32, stacks: &[ThreadStack]) {
+        if self.json {
+            self.docs.push(to_json(pid, stacks));
+        } else {
+            if !self.text.is_empty() {
+                self.text.push('\n');
+            }
+            self.text.push_str(&render_text(pid, stacks));
+        }
+    }
+
+    /// What to print.
+    pub fn finish(self) -> String {
+        if !self.json {
+            return self.text;
+        }
+        let mut s = serde_json::to_string_pretty(&serde_json::Value::Array(self.docs)).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::unwind::How;
+
+    #[test]
+    fn frame_lines_look_like_bt() {
+        let f = Frame {
+            pc: 0x1234,
+            function: None,
+            object: Some("/usr/lib/libmpi.so.40".into()),
+            offset: Some(0x5d4c2),
+            file: None,
+            line: None,
+            inlined: false,
+            how: How::Cfi,
+        };
+        assert_eq!(
+            frame_line(3, &f),
+            "#3  0x0000000000001234 in libmpi.so.40+0x5d4c2 from /usr/lib/libmpi.so.40"
+        );
+        let g = Frame {
+            function: Some("main".into()),
+            file: Some("ring.c".into()),
+            line: Some(12),
+            ..f
+        };
+        assert_eq!(
+            frame_line(4, &g),
+            "#4  0x0000000000001234 in main (ring.c:12) from /usr/lib/libmpi.so.40"
+        );
+    }
+}
