@@ -58,11 +58,6 @@ impl Report {
         if let Some(why) = second_failed {
             second_sample_failed(&mut a, &why);
         }
-        if current.processes.iter().all(|p| p.stacks.is_none()) {
-            // `--no-stacks`: nothing is said of where the ranks are (rather
-            // than "unknown" for each). TODO(lead): in analysis/, then drop this.
-            a.where_.clear();
-        }
         analysis::infer_groups(&mut current);
         Report {
             snapshot: current,

@@ -127,8 +127,12 @@ fn place_said(snap: &Snapshot, pi: usize, place: &Place) -> (&'static str, Said)
     }
 }
 
-/// Every rank's place in words.
+/// Every rank's place in words; nothing when no process has stacks
+/// (`--no-stacks`, a recording without them).
 pub(crate) fn where_list(snap: &Snapshot, job: &Job, places: &BTreeMap<i64, Place>) -> Vec<RankWhere> {
+    if snap.processes.iter().all(|p| p.stacks.is_none()) {
+        return Vec::new();
+    }
     places
         .iter()
         .filter_map(|(&r, p)| {
