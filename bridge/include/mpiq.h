@@ -5,7 +5,7 @@
  * callbacks (struct mpiq_target); mpiq finds and loads the MPI library's
  * message queue debug library (MQD), lets it read the target through those
  * callbacks, and returns the queues as text or JSON (schema
- * "mpiq.snapshot/1", see docs/json-schema.md).
+ * "mpiq.snapshot/2", see docs/json-schema.md).
  *
  *   mpiq_target t = { MPIQ_API_VERSION, ctx, read_memory, ... };
  *   const mpiq_target *targets[] = { &t };

@@ -29,7 +29,7 @@ pub enum Format {
     /// The human-readable view.
     #[default]
     Text,
-    /// `mpiq.snapshot/1` JSON.
+    /// `mpiq.snapshot/2` JSON.
     Json,
 }
 
@@ -195,7 +195,7 @@ pub const TARGETS_HELP: &str = "read these targets (gdb's inferiors, lldb's targ
 
 /// The dump options, in the order the help lists them.
 pub const DUMP_OPTIONS: &[OptionSpec<DumpOptions>] = &[
-    OptionSpec::switch("json", "print the snapshot as JSON (schema mpiq.snapshot/1)", |o, _| {
+    OptionSpec::switch("json", "print the snapshot as JSON (schema mpiq.snapshot/2)", |o, _| {
         o.format = Format::Json;
         Ok(())
     }),

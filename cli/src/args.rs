@@ -13,7 +13,7 @@ Examples:
   mpiq queues --pid 4242 --pid 4243 --all  two ranks, empty communicators too
   mpiq job --starter $(pgrep -n mpirun)    every rank the starter launched,
                                            and whether they are deadlocked
-  mpiq job --starter 4200 --json > q.json  the same as JSON (mpiq.snapshot/1
+  mpiq job --starter 4200 --json > q.json  the same as JSON (mpiq.snapshot/2
                                            plus \"analysis\" and \"stack_tree\")
   mpiq job --starter 4200 --stacks         every frame of every thread, the
                                            ranks' stacks merged into a tree
@@ -182,7 +182,7 @@ pub enum OutputFormat {
     /// The queues of every process, then the deadlock analysis.
     #[default]
     Text,
-    /// The snapshot as JSON (schema mpiq.snapshot/1) with an "analysis" object.
+    /// The snapshot as JSON (schema mpiq.snapshot/2) with an "analysis" object.
     Json,
     /// The wait-for graph for graphviz.
     Dot,
@@ -205,7 +205,7 @@ const OUTPUT_HEADING: &str = "Output options (mpiq only)";
 /// several ranks and its wait-for graph).
 #[derive(Debug, Clone, Default)]
 pub struct DumpArgs {
-    /// Output format: text, json (mpiq.snapshot/1 plus "analysis"), dot
+    /// Output format: text, json (mpiq.snapshot/2 plus "analysis"), dot
     /// (the wait-for graph for graphviz) or csv (its edges).
     pub format: Option<OutputFormat>,
     /// Also render the wait-for graph as SVG into FILE (needs graphviz's
@@ -226,7 +226,7 @@ impl Args for DumpArgs {
                 .value_name("FORMAT")
                 .value_parser(clap::value_parser!(OutputFormat))
                 .help(
-                    "Output format: text, json (mpiq.snapshot/1 plus \"analysis\"), dot (the wait-for graph \
+                    "Output format: text, json (mpiq.snapshot/2 plus \"analysis\"), dot (the wait-for graph \
                      for graphviz) or csv (its edges)",
                 )
                 .help_heading(OUTPUT_HEADING),

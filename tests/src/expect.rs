@@ -1,6 +1,6 @@
 //! The exact queue contents each example leaves on each rank, as its header
 //! comment documents them, and a checker for a process of a snapshot
-//! (`mpiq.snapshot/1` JSON, from any front end).
+//! (`mpiq.snapshot/2` JSON, from any front end).
 
 use serde_json::Value;
 

@@ -225,7 +225,7 @@ impl Run {
         let text = self.lldb_output_of(command);
         let json = serde_json::from_str::<Value>(&text)
             .unwrap_or_else(|e| panic!("`{command}` printed no JSON snapshot ({e}):\n{self}"));
-        assert_eq!(json["schema"], "mpiq.snapshot/1", "{json:#}");
+        assert_eq!(json["schema"], "mpiq.snapshot/2", "{json:#}");
         json
     }
 }

@@ -93,7 +93,7 @@ fn attached(mpi: Mpi) {
         assert!(text.contains(&needle), "`{needle}` not in the text view:\n{g}");
     }
     for needle in [
-        "\"schema\": \"mpiq.snapshot/1\"".to_string(),
+        "\"schema\": \"mpiq.snapshot/2\"".to_string(),
         format!("\"pid\": {pid}"),
         "\"world_rank\": 1".into(),
         "\"tag\": 101".into(),

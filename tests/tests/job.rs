@@ -114,7 +114,7 @@ fn deadlock(mpi: Mpi) {
     let r = mpiq(&["job", "--starter", &starter, "--json"]);
     assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
     let live = r.json_exact();
-    assert_eq!(live["schema"], "mpiq.snapshot/1");
+    assert_eq!(live["schema"], "mpiq.snapshot/2");
     assert_eq!(live["processes"].as_array().unwrap().len() as i64, n, "{live:#}");
     assert_deadlock_cycle(&live, n, &format!("{mpi} live"));
     // Two samples agreed: no "decided on one sample" caveat.

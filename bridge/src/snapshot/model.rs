@@ -1,12 +1,12 @@
 //! The snapshot model: what a dump found, as plain serde data.
 //!
-//! The JSON form (`mpiq.snapshot/1`) is documented in `docs/json-schema.md`
+//! The JSON form (`mpiq.snapshot/2`) is documented in `docs/json-schema.md`
 //! and is the same from every front end.
 
 use serde::{Deserialize, Serialize};
 
 /// The schema name written into every snapshot.
-pub const SCHEMA: &str = "mpiq.snapshot/1";
+pub const SCHEMA: &str = "mpiq.snapshot/2";
 
 /// A dump of one or more processes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
