@@ -393,6 +393,29 @@ impl fmt::Debug for Captured {
 }
 
 impl Job {
+    /// `gcore -o DIR/core PID` of world rank `rank`: the core file
+    /// `DIR/core.PID`. The rank runs on afterwards.
+    ///
+    /// # Panics
+    /// If gcore fails or writes no file (with its output).
+    pub fn gcore(&self, rank: usize, dir: &Path) -> PathBuf {
+        let pid = self.pid_of(rank);
+        let out = crate::run::run(
+            std::process::Command::new("gcore")
+                .arg("-o")
+                .arg(dir.join("core"))
+                .arg(pid.to_string()),
+        );
+        let core = dir.join(format!("core.{pid}"));
+        assert!(out.success && core.is_file(), "gcore {pid}:\n{out}");
+        core
+    }
+
+    /// [`Job::gcore`] of every rank, in rank order.
+    pub fn gcore_all(&self, dir: &Path) -> Vec<PathBuf> {
+        (0..self.ranks().len()).map(|r| self.gcore(r, dir)).collect()
+    }
+
     /// Options for a job of `example` under `mpi`, with the example's default rank count and
     /// arguments; finish with [`JobBuilder::start`].
     pub fn builder(mpi: Mpi, example: Example) -> JobBuilder {

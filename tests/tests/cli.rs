@@ -265,10 +265,7 @@ fn core_file_of_a_rank() {
     let pid = job.pid_of(0);
     let dir = std::env::temp_dir().join(format!("mpiq-cli-core-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let prefix = dir.join("core");
-    let out = run(Command::new("gcore").arg("-o").arg(&prefix).arg(pid.to_string()));
-    assert!(out.success, "gcore:\n{out}");
-    let core = dir.join(format!("core.{pid}"));
+    let core = job.gcore(0, &dir);
     let live = cli(&["queues", "--pid", &pid.to_string(), "--json", "--all"])
         .json()
         .unwrap();

@@ -10,7 +10,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -90,20 +90,6 @@ fn assert_deadlock_cycle(v: &Value, n: i64, what: &str) {
     assert_eq!(a["unmatched"].as_array().unwrap().len() as i64, n, "{what}: {a:#}");
 }
 
-/// `gcore -o PREFIX PID` of every rank; returns the core files.
-fn gcore_all(job: &Job, dir: &Path) -> Vec<PathBuf> {
-    let prefix = dir.join("core");
-    job.ranks()
-        .iter()
-        .map(|r| {
-            let out = run(Command::new("gcore").arg("-o").arg(&prefix).arg(r.pid.to_string()));
-            let core = dir.join(format!("core.{}", r.pid));
-            assert!(out.success && core.is_file(), "gcore {}:\n{out}", r.pid);
-            core
-        })
-        .collect()
-}
-
 fn deadlock(mpi: Mpi) {
     gdb::require_ptrace();
     let job = Job::builder(mpi, Example::Deadlock).start();
@@ -155,7 +141,7 @@ fn deadlock(mpi: Mpi) {
     assert_deadlock_cycle(&r.json_exact(), n, &format!("{mpi} replay"));
 
     // Core files of every rank: the same verdict and cycle.
-    let cores = gcore_all(&job, &dir.0);
+    let cores = job.gcore_all(&dir.0);
     for rank in job.ranks() {
         assert_released(rank.pid);
     }

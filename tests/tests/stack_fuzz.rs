@@ -17,8 +17,7 @@
 //! per thread, and a `note` on every stack that does not end at a thread's
 //! natural outermost frame (`_start`, `clone3`, `clone`, `start_thread`).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use mpiq::testkit::Rng;
@@ -175,6 +174,18 @@ fn mutate(core: &Core, rng: &mut Rng) -> (Vec<u8>, Vec<String>) {
     (b, what)
 }
 
+/// `mpiq stacks --core FILE --exe EXE --json`.
+fn stacks_of(core: &std::path::Path, exe: &std::path::Path) -> std::process::Command {
+    cli_command(&[
+        "stacks",
+        "--core",
+        &core.display().to_string(),
+        "--exe",
+        &exe.display().to_string(),
+        "--json",
+    ])
+}
+
 /// Checks one output of `mpiq stacks --json`; returns the problems.
 fn check(v: &Value) -> Vec<String> {
     let mut bad = Vec::new();
@@ -201,15 +212,6 @@ fn check(v: &Value) -> Vec<String> {
     bad
 }
 
-fn gcore(job: &Job, rank: usize, dir: &Path) -> PathBuf {
-    let prefix = dir.join("core");
-    let pid = job.pid_of(rank);
-    let out = run(Command::new("gcore").arg("-o").arg(&prefix).arg(pid.to_string()));
-    let core = dir.join(format!("core.{pid}"));
-    assert!(out.success && core.is_file(), "gcore {pid}:\n{out}");
-    core
-}
-
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -224,7 +226,7 @@ fn stacks_survive_corrupt_stacks() {
         for (example, args) in [(Example::DeepStack, vec!["40"]), (Example::BarrierVsRecv, vec![])] {
             let job = Job::builder(mpi, example).args(args).start();
             std::thread::sleep(Duration::from_millis(500));
-            let path = gcore(&job, job.nprocs() - 1, &dir);
+            let path = job.gcore(job.nprocs() - 1, &dir);
             let exe = mpiq_tests::build_example(mpi, example);
             cores.push(parse(format!("{mpi} {example}"), exe, std::fs::read(&path).unwrap()));
             let _ = std::fs::remove_file(path);
@@ -234,14 +236,7 @@ fn stacks_survive_corrupt_stacks() {
     for c in &cores {
         let path = dir.join("case.core");
         std::fs::write(&path, &c.bytes).unwrap();
-        let r = run(cli_command(&[
-            "stacks",
-            "--core",
-            path.to_str().unwrap(),
-            "--exe",
-            c.exe.to_str().unwrap(),
-            "--json",
-        ]));
+        let r = run(stacks_of(&path, &c.exe));
         assert!(r.success, "{}: {r}", c.name);
         let bad = check(&r.json_exact());
         assert!(bad.is_empty(), "{}: the unmutated core: {bad:?}\n{r}", c.name);
@@ -258,14 +253,7 @@ fn stacks_survive_corrupt_stacks() {
         let (bytes, what) = mutate(c, &mut rng);
         let path = dir.join("case.core");
         std::fs::write(&path, &bytes).unwrap();
-        let mut cmd = cli_command(&[
-            "stacks",
-            "--core",
-            path.to_str().unwrap(),
-            "--exe",
-            c.exe.to_str().unwrap(),
-            "--json",
-        ]);
+        let mut cmd = stacks_of(&path, &c.exe);
         cmd.env("MPIQ_MAX_FRAMES", MAX_FRAMES.to_string());
         let start = Instant::now();
         let r = run_within(cmd, HANG);

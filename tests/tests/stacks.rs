@@ -353,3 +353,60 @@ fn mpi_calls_lldb_openmpi() {
 fn mpi_calls_lldb_mpich() {
     mpi_calls(Mpi::Mpich, FrontEnd::Lldb);
 }
+
+/// Every example (both MPIs): gdb, lldb and the CLI give every rank the
+/// same "where" line (one rank of each role; `healthy` moves, so its ranks
+/// are checked against the two places it can be).
+fn every_example_the_same_where(mpi: Mpi) {
+    gdb::require_ptrace();
+    let cases: [(Example, &[&str], &[usize]); 9] = [
+        (Example::BarrierVsRecv, &[], &[0, 1]),
+        (Example::SplitMismatch, &[], &[0, 1, 2]),
+        (Example::SsendRing, &[], &[0]),
+        (Example::AnySourceComputing, &[], &[0, 1, 2]),
+        (Example::Waitany, &["all"], &[0, 1, 2]),
+        (Example::Threads, &["join"], &[0, 1]),
+        (Example::Ring, &[], &[0]),
+        (Example::NamedComms, &[], &[1]),
+        (Example::DeepStack, &["20"], &[0, 1]),
+    ];
+    for (example, args, ranks) in cases {
+        let job = Job::builder(mpi, example).args(args.iter().copied()).start();
+        std::thread::sleep(Duration::from_millis(1000));
+        for &r in ranks {
+            let pid = job.pid_of(r);
+            let lines: Vec<String> = FrontEnd::ALL.iter().map(|&fe| where_of(fe, pid)).collect();
+            assert!(
+                lines.iter().all(|l| *l == lines[0]),
+                "{example} {args:?} under {mpi}, rank {r}: {:?}",
+                FrontEnd::ALL.iter().zip(&lines).collect::<Vec<_>>()
+            );
+            assert!(
+                lines[0].contains(&format!("({example}.c:")),
+                "{example} rank {r} under {mpi}: {}",
+                lines[0]
+            );
+        }
+    }
+    let job = Job::builder(mpi, Example::Healthy).start();
+    let call = line_of(Example::Healthy, "MPI_Sendrecv(");
+    let sleep = line_of(Example::Healthy, "usleep(");
+    for fe in FrontEnd::ALL {
+        let line = where_of(fe, job.pid_of(1));
+        assert!(
+            line == format!("in MPI_Sendrecv, called from main (healthy.c:{call})")
+                || line == format!("not in MPI, in main (healthy.c:{sleep})"),
+            "{fe:?} under {mpi}: {line}"
+        );
+    }
+}
+
+#[test]
+fn every_example_the_same_where_openmpi() {
+    every_example_the_same_where(Mpi::OpenMpi);
+}
+
+#[test]
+fn every_example_the_same_where_mpich() {
+    every_example_the_same_where(Mpi::Mpich);
+}

@@ -7,8 +7,6 @@
 //! Each example's header comment states its designed verdict; the
 //! expectations here are that comment, not what mpiq happens to say.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use mpiq_tests::frontends::cli_command;
@@ -29,19 +27,6 @@ struct Designed {
 
 fn mpiq(args: &[&str]) -> Run {
     run(cli_command(args))
-}
-
-fn gcore_all(job: &Job, dir: &Path) -> Vec<PathBuf> {
-    let prefix = dir.join("core");
-    job.ranks()
-        .iter()
-        .map(|r| {
-            let out = run(Command::new("gcore").arg("-o").arg(&prefix).arg(r.pid.to_string()));
-            let core = dir.join(format!("core.{}", r.pid));
-            assert!(out.success && core.is_file(), "gcore {}:\n{out}", r.pid);
-            core
-        })
-        .collect()
 }
 
 fn check(a: &Value, want: &Designed, what: &str) {
@@ -96,7 +81,7 @@ fn designed(mpi: Mpi, example: Example, args: &[&str], want: Designed) {
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).unwrap();
-    let cores = gcore_all(&job, &dir);
+    let cores = job.gcore_all(&dir);
     let mut argv = vec!["core".to_string()];
     argv.extend(cores.iter().map(|c| c.display().to_string()));
     argv.push("--json".into());
@@ -108,161 +93,77 @@ fn designed(mpi: Mpi, example: Example, args: &[&str], want: Designed) {
     assert_eq!(dead["analysis"]["cycles"], live["analysis"]["cycles"], "{what}");
 }
 
-fn barrier_vs_recv(mpi: Mpi) {
-    designed(
-        mpi,
-        Example::BarrierVsRecv,
-        &[],
-        Designed {
-            verdict: "deadlock",
-            cycles: Some(json!([[0, 1], [0, 2], [0, 3]])),
-            blocked: Some(json!([])),
-            words: &[
+/// The designed verdict of `example` with argument `arg`, as its header
+/// comment states it.
+fn designed_for(example: Example, arg: &str) -> Designed {
+    let deadlock = |cycles: Value, blocked: Value, words: &'static [&'static str]| Designed {
+        verdict: "deadlock",
+        cycles: Some(cycles),
+        blocked: Some(blocked),
+        words,
+    };
+    let fine = Designed {
+        verdict: "no_deadlock",
+        cycles: Some(json!([])),
+        blocked: None,
+        words: &[],
+    };
+    match (example, arg) {
+        (Example::BarrierVsRecv, _) => deadlock(
+            json!([[0, 1], [0, 2], [0, 3]]),
+            json!([]),
+            &[
                 "rank 0 is in MPI_Barrier on MPI_COMM_WORLD (barrier_vs_recv.c:",
                 "ranks 1-3 wait in MPI_Recv from rank 0, tag 3",
             ],
-        },
-    );
-}
-
-fn split_mismatch(mpi: Mpi) {
-    designed(
-        mpi,
-        Example::SplitMismatch,
-        &[],
-        Designed {
-            verdict: "deadlock",
-            cycles: Some(json!([[0, 1]])),
-            blocked: Some(json!([2, 3])),
-            words: &["rank 0 is in MPI_Barrier on 'low'", "MPI_Barrier on MPI_COMM_WORLD"],
-        },
-    );
-}
-
-fn ssend_ring(mpi: Mpi) {
-    designed(
-        mpi,
-        Example::SsendRing,
-        &[],
-        Designed {
-            verdict: "deadlock",
-            cycles: Some(json!([[0, 1, 2, 3]])),
-            blocked: Some(json!([])),
-            words: &[
+        ),
+        (Example::SplitMismatch, _) => deadlock(
+            json!([[0, 1]]),
+            json!([2, 3]),
+            &["rank 0 is in MPI_Barrier on 'low'", "MPI_Barrier on MPI_COMM_WORLD"],
+        ),
+        (Example::SsendRing, _) => deadlock(
+            json!([[0, 1, 2, 3]]),
+            json!([]),
+            &[
                 "rank 0 waits in MPI_Ssend to rank 1, tag 500",
                 "rank 3 waits in MPI_Ssend to rank 0, tag 503",
             ],
-        },
-    );
+        ),
+        (Example::Waitany, "all") => deadlock(json!([[0, 1]]), json!([]), &["rank 0 waits in MPI_Waitall"]),
+        (Example::Threads, "join") => deadlock(json!([[0, 1]]), json!([]), &["MPI_Recv"]),
+        _ => fine,
+    }
 }
 
-fn any_source_computing(mpi: Mpi) {
-    designed(
-        mpi,
-        Example::AnySourceComputing,
-        &[],
-        Designed {
-            verdict: "no_deadlock",
-            cycles: Some(json!([])),
-            blocked: None,
-            words: &[],
-        },
-    );
-}
-
-fn waitany(mpi: Mpi) {
-    designed(
-        mpi,
-        Example::Waitany,
-        &["any"],
-        Designed {
-            verdict: "no_deadlock",
-            cycles: Some(json!([])),
-            blocked: None,
-            words: &[],
-        },
-    );
-}
-
-fn waitall(mpi: Mpi) {
-    designed(
-        mpi,
-        Example::Waitany,
-        &["all"],
-        Designed {
-            verdict: "deadlock",
-            cycles: Some(json!([[0, 1]])),
-            blocked: Some(json!([])),
-            words: &["rank 0 waits in MPI_Waitall"],
-        },
-    );
-}
-
-fn threads_compute(mpi: Mpi) {
-    designed(
-        mpi,
-        Example::Threads,
-        &["compute"],
-        Designed {
-            verdict: "no_deadlock",
-            cycles: Some(json!([])),
-            blocked: None,
-            words: &[],
-        },
-    );
-}
-
-fn threads_join(mpi: Mpi) {
-    designed(
-        mpi,
-        Example::Threads,
-        &["join"],
-        Designed {
-            verdict: "deadlock",
-            cycles: Some(json!([[0, 1]])),
-            blocked: Some(json!([])),
-            words: &["MPI_Recv"],
-        },
-    );
-}
-
-fn healthy(mpi: Mpi) {
-    designed(
-        mpi,
-        Example::Healthy,
-        &[],
-        Designed {
-            verdict: "no_deadlock",
-            cycles: Some(json!([])),
-            blocked: None,
-            words: &[],
-        },
-    );
+fn designed_verdict(mpi: Mpi, example: Example, arg: &str) {
+    let args: &[&str] = if arg.is_empty() { &[] } else { &[arg] };
+    designed(mpi, example, args, designed_for(example, arg));
 }
 
 macro_rules! both {
-    ($($f:ident: $o:ident, $m:ident;)*) => {$(
+    ($($o:ident, $m:ident: $example:ident $arg:literal;)*) => {$(
         #[test]
         fn $o() {
-            $f(Mpi::OpenMpi);
+            designed_verdict(Mpi::OpenMpi, Example::$example, $arg);
         }
         #[test]
         fn $m() {
-            $f(Mpi::Mpich);
+            designed_verdict(Mpi::Mpich, Example::$example, $arg);
         }
     )*};
 }
 
 both! {
-    barrier_vs_recv: barrier_vs_recv_openmpi, barrier_vs_recv_mpich;
-    split_mismatch: split_mismatch_openmpi, split_mismatch_mpich;
-    ssend_ring: ssend_ring_openmpi, ssend_ring_mpich;
-    any_source_computing: any_source_computing_openmpi, any_source_computing_mpich;
-    waitany: waitany_openmpi, waitany_mpich;
-    waitall: waitall_openmpi, waitall_mpich;
-    threads_compute: threads_compute_openmpi, threads_compute_mpich;
-    threads_join: threads_join_openmpi, threads_join_mpich;
-    healthy: healthy_openmpi, healthy_mpich;
+    barrier_vs_recv_openmpi, barrier_vs_recv_mpich: BarrierVsRecv "";
+    split_mismatch_openmpi, split_mismatch_mpich: SplitMismatch "";
+    ssend_ring_openmpi, ssend_ring_mpich: SsendRing "";
+    any_source_computing_openmpi, any_source_computing_mpich: AnySourceComputing "";
+    waitany_openmpi, waitany_mpich: Waitany "any";
+    waitall_openmpi, waitall_mpich: Waitany "all";
+    threads_compute_openmpi, threads_compute_mpich: Threads "compute";
+    threads_join_openmpi, threads_join_mpich: Threads "join";
+    healthy_openmpi, healthy_mpich: Healthy "";
 }
 
 /// The earlier examples, whose ranks sit in `pause()` or `MPI_Wait`, keep

@@ -111,19 +111,6 @@ fn blocked_outside(t: &ThreadStack) -> Option<String> {
     None
 }
 
-/// The innermost application frame in words: `main (ring.c:72)`.
-fn app_frame(t: &ThreadStack) -> Option<String> {
-    let f = t
-        .frames
-        .iter()
-        .find(|f| f.object.as_deref().is_some_and(is_application_object))?;
-    let name = f.function.clone().unwrap_or_else(|| f.pc.clone());
-    Some(match (&f.file, f.line) {
-        (Some(file), Some(line)) => format!("{name} ({}:{line})", file.rsplit('/').next().unwrap_or(file)),
-        _ => name,
-    })
-}
-
 /// The place of every rank with a process in the snapshot.
 pub(crate) fn places(snap: &Snapshot, job: &Job) -> BTreeMap<i64, Place> {
     job.procs
@@ -146,16 +133,19 @@ fn place(p: &ProcessSnapshot) -> Place {
         match position(t) {
             Position::Runtime => {}
             Position::NotInMpi { at } => {
-                let called = app_frame(t)
-                    .filter(|a| Some(a) != at.as_ref())
-                    .map(|a| format!(", called from {a}"))
-                    .unwrap_or_default();
+                let called = at.map(|a| format!(", called from {a}")).unwrap_or_default();
                 match blocked_outside(t) {
                     Some(what) => {
                         idle.get_or_insert_with(|| format!("{what}{called}"));
                     }
                     None => {
-                        computing.get_or_insert(format!("{}{called}", at.unwrap_or_else(|| "its own code".into())));
+                        let top = t
+                            .frames
+                            .first()
+                            .and_then(|f| f.function.as_deref())
+                            .map(|n| n.trim_start_matches('_').to_string())
+                            .unwrap_or_else(|| "its own code".into());
+                        computing.get_or_insert(format!("{top}{called}"));
                     }
                 }
             }
@@ -424,23 +414,13 @@ fn call_groups(
         CallClass::Collective { .. } | CallClass::CommConstruct | CallClass::InitFinalize => {
             vec![collective(scene, r, call, maybe)]
         }
-        CallClass::OneSided | CallClass::Io { .. } => {
-            let words = format!("rank {r} waits in {}, for whom is not known", c_name(&call.name));
-            let why = format!(
-                "rank {r} is in {}, whose partners mpiq cannot tell (one-sided or file I/O)",
-                c_name(&call.name)
-            );
-            let others = usize::try_from(scene.job.size - 1).unwrap_or(1).max(1);
-            vec![vec![call_wait(
-                r,
-                call,
-                OpKind::Call,
-                Target::Unresolved { others },
-                false,
-                words,
-                Some(why),
-            )]]
-        }
+        CallClass::OneSided | CallClass::Io { .. } => vec![unknown_partners(
+            scene,
+            r,
+            call,
+            "for whom is not known",
+            "whose partners mpiq cannot tell (one-sided or file I/O)",
+        )],
         CallClass::LocalSend | CallClass::Start | CallClass::Local => vec![Vec::new()],
     }
 }
@@ -453,10 +433,21 @@ fn invisible(scene: &Scene<'_>, r: i64, call: &Call) -> Vec<Wait> {
     if !(scene.confirmed)(r) {
         return Vec::new();
     }
+    unknown_partners(
+        scene,
+        r,
+        call,
+        "on a request the queues do not show",
+        "on a request no queue lists (a nonblocking collective?)",
+    )
+}
+
+/// An uncertain wait of a call on some other rank, not known which.
+fn unknown_partners(scene: &Scene<'_>, r: i64, call: &Call, waits: &str, is: &str) -> Vec<Wait> {
     let name = c_name(&call.name);
     let others = usize::try_from(scene.job.size - 1).unwrap_or(1).max(1);
-    let words = format!("rank {r} waits in {name} on a request the queues do not show");
-    let why = format!("rank {r} is in {name} on a request no queue lists (a nonblocking collective?)");
+    let words = format!("rank {r} waits in {name} {waits}");
+    let why = format!("rank {r} is in {name}, {is}");
     vec![call_wait(
         r,
         call,

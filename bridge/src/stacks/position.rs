@@ -25,7 +25,8 @@ pub enum Position {
     },
     /// In the application's code or a library of its own, not in MPI.
     NotInMpi {
-        /// The innermost frame (`__libc_pause`, `compute (solver.c:12)`).
+        /// The innermost frame of the application (`main (ring.c:64)`,
+        /// `compute (solver.c:12)`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<String>,
     },
@@ -49,8 +50,10 @@ pub fn position(t: &ThreadStack) -> Position {
     if !t.frames.iter().any(app) {
         return Position::Runtime;
     }
+    // The innermost frame of the application: the C runtime's frames above
+    // it are named differently by every debugger and libc build.
     Position::NotInMpi {
-        at: t.frames.first().map(frame_words),
+        at: t.frames.iter().find(|f| app(f)).map(frame_words),
     }
 }
 
@@ -139,7 +142,10 @@ pub fn is_application_object(path: &str) -> bool {
 /// One line for a process: where its threads are, the runtime's left out.
 pub fn where_words(threads: &[ThreadStack]) -> String {
     let mut parts = Vec::new();
-    for t in threads {
+    // In the kernel's order (the main thread first), whatever the host's.
+    let mut sorted: Vec<&ThreadStack> = threads.iter().collect();
+    sorted.sort_by_key(|t| t.tid);
+    for t in sorted {
         match position(t) {
             Position::InMpi { call, caller, .. } => {
                 // One spelling for every front end and binding (gdb may
@@ -151,7 +157,7 @@ pub fn where_words(threads: &[ThreadStack]) -> String {
                 })
             }
             Position::NotInMpi { at } => parts.push(match at {
-                Some(a) => format!("not in MPI (in {a})"),
+                Some(a) => format!("not in MPI, in {a}"),
                 None => "not in MPI".to_string(),
             }),
             Position::Runtime => {}
@@ -257,14 +263,11 @@ mod tests {
         assert_eq!(
             position(&main),
             Position::NotInMpi {
-                at: Some("__libc_pause (pause.c:29)".into())
+                at: Some("main (ring.c:64)".into())
             }
         );
         assert_eq!(position(&progress), Position::Runtime);
-        assert_eq!(
-            where_words(&[main, progress]),
-            "not in MPI (in __libc_pause (pause.c:29))"
-        );
+        assert_eq!(where_words(&[main, progress]), "not in MPI, in main (ring.c:64)");
         assert_eq!(where_words(&[]), "no application thread");
     }
 }
