@@ -6,44 +6,22 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{assert_running, state, tools_present, Running};
+use common::{assert_running, build_fixture, state, tools_present, Exe, Running};
 use mpiq_tests::run::run;
 
-struct Exe {
-    dir: PathBuf,
-    exe: PathBuf,
-}
-
-impl Drop for Exe {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 fn build(opt: &str, strip_eh_frame: bool) -> Exe {
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("mpiq-stacks-{}-{n}{opt}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("stacks");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/stacks.c");
-    let r = run(Command::new("gcc")
-        .args(["-g", opt, "-pthread", "-fno-omit-frame-pointer", "-o"])
-        .arg(&exe)
-        .arg(&src));
-    assert!(r.success, "gcc failed:\n{r}");
+    let built = build_fixture("stacks", &[opt, "-pthread", "-fno-omit-frame-pointer"]);
     if strip_eh_frame {
         let r = run(Command::new("objcopy")
             .args(["--remove-section", ".eh_frame", "--remove-section", ".eh_frame_hdr"])
-            .arg(&exe));
+            .arg(&built.exe));
         assert!(r.success, "objcopy failed:\n{r}");
     }
-    Exe { dir, exe }
+    built
 }
 
 /// Starts the fixture; returns once it printed `ready` and both threads

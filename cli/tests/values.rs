@@ -8,45 +8,22 @@ mod common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_running, tools_present, Running};
+use common::{assert_running, build_fixture, tools_present, Exe, Running};
 use mpiq::Target;
 use mpiq_tests::run::run;
-
-struct Exe {
-    dir: PathBuf,
-    exe: PathBuf,
-}
-
-impl Drop for Exe {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn build(opt: &str) -> Exe {
     build_with(opt, &[])
 }
 
 fn build_with(opt: &str, defines: &[&str]) -> Exe {
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("mpiq-values-{}-{n}{opt}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("values");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/values.c");
-    let r = run(Command::new("gcc")
-        .args(["-g", opt])
-        .args(defines)
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src));
-    assert!(r.success, "gcc failed:\n{r}");
-    Exe { dir, exe }
+    let mut flags = vec![opt];
+    flags.extend_from_slice(defines);
+    build_fixture("values", &flags)
 }
 
 /// What the fixture printed: `ready tag=42 buf=0x… count=-7 …`.

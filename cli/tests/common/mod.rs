@@ -307,3 +307,30 @@ pub fn assert_running(pid: i32) {
     }
     panic!("process {pid} is not running untraced: {:?}", state(pid));
 }
+
+/// A fixture built into a fresh temporary directory, removed on drop.
+pub struct Exe {
+    pub dir: std::path::PathBuf,
+    pub exe: std::path::PathBuf,
+}
+
+impl Drop for Exe {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `gcc -g FLAGS... -o DIR/NAME tests/fixtures/NAME.c` into a fresh
+/// temporary directory.
+pub fn build_fixture(name: &str, flags: &[&str]) -> Exe {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("mpiq-{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join(name);
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/{name}.c"));
+    let r = mpiq_tests::run::run(Command::new("gcc").arg("-g").args(flags).arg("-o").arg(&exe).arg(&src));
+    assert!(r.success, "gcc failed:\n{r}");
+    Exe { dir, exe }
+}
