@@ -42,6 +42,7 @@ impl std::fmt::Debug for UnwindInfo {
 }
 
 /// One row of CFI for a pc, with what else the walk needs.
+#[derive(Clone)]
 pub(crate) struct Row {
     row: gimli::UnwindTableRow<usize>,
     /// The FDE is a signal trampoline's (`S` augmentation): its caller's pc

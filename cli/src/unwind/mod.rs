@@ -112,7 +112,14 @@ struct ObjState {
     _file: Arc<ElfObject>,
     unwind: Option<UnwindInfo>,
     symbolizer: Option<Symbolizer>,
+    /// Rows and symbols already found, by address in the object: the ranks
+    /// of a job stop at the same few pcs (most ranks hit these).
+    rows: HashMap<u64, Option<Row>>,
+    symbols: HashMap<u64, Vec<symbolize::SymFrame>>,
 }
+
+/// Most addresses remembered per object (rows and symbols each).
+const MEMO: usize = 1 << 16;
 
 /// Per-run state: each object's parsed CFI and symboliser.
 pub struct Unwinder {
@@ -209,6 +216,8 @@ impl Unwinder {
                 _file: Arc::clone(file),
                 unwind,
                 symbolizer: None,
+                rows: HashMap::new(),
+                symbols: HashMap::new(),
             }
         }))
     }
@@ -248,8 +257,18 @@ impl Unwinder {
             return vec![(plain(None), state)];
         };
         let file = Arc::clone(&obj_state._file);
-        let sym = obj_state.symbolizer.get_or_insert_with(|| Symbolizer::new(&file));
-        let found = sym.lookup(raw.probe.wrapping_sub(bias));
+        let svma = raw.probe.wrapping_sub(bias);
+        let found = match obj_state.symbols.get(&svma) {
+            Some(known) => known.clone(),
+            None => {
+                let sym = obj_state.symbolizer.get_or_insert_with(|| Symbolizer::new(&file));
+                let found = sym.lookup(svma);
+                if obj_state.symbols.len() < MEMO {
+                    obj_state.symbols.insert(svma, found.clone());
+                }
+                found
+            }
+        };
         let base = Frame {
             object: Some(name),
             offset: Some(raw.pc.wrapping_sub(bias)),
@@ -383,10 +402,20 @@ impl walk::Rows for Unwinder {
     fn row(&mut self, objects: &[MappedObject], index: usize, svma: u64) -> Result<Option<Row>, String> {
         let file = &objects.get(index).ok_or("no such object")?.file;
         self.state(objects, index);
-        let Some(info) = self.objects.get(&key(file)).and_then(|s| s.unwind.as_ref()) else {
+        let Some(state) = self.objects.get_mut(&key(file)) else {
             return Ok(None);
         };
-        info.row(&mut self.ctx, svma)
+        if let Some(row) = state.rows.get(&svma) {
+            return Ok(row.clone());
+        }
+        let Some(info) = state.unwind.as_ref() else {
+            return Ok(None);
+        };
+        let row = info.row(&mut self.ctx, svma)?;
+        if state.rows.len() < MEMO {
+            state.rows.insert(svma, row.clone());
+        }
+        Ok(row)
     }
 }
 

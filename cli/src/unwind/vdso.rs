@@ -1,7 +1,9 @@
 //! The vdso of a live process (docs/design/stacks.md §1.4): it has no file,
-//! so its pages are read from the process (`[vdso]` in `/proc/PID/maps`)
-//! and parsed once per content: a thread stopped in `clock_gettime` is
-//! unwound through the vdso's own `.eh_frame`.
+//! so its pages are read from the process (at `AT_SYSINFO_EHDR` of its
+//! auxiliary vector: `/proc/PID/maps` of an MPI rank is hundreds of lines
+//! the kernel formats for every read) and parsed once per content: a
+//! thread stopped in `clock_gettime` is unwound through the vdso's own
+//! `.eh_frame`.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -10,7 +12,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::elf::ElfObject;
 use crate::image::{MappedObject, Memory};
-use crate::maps::{load_bias, page_size, parse_maps};
+use crate::maps::{load_bias, page_size};
 
 /// A vdso larger than this is not one.
 const MAX_VDSO: u64 = 1 << 20;
@@ -25,13 +27,22 @@ fn parsed() -> &'static Parsed {
 /// The vdso of live process `pid` as a mapped object, if it has one and it
 /// can be read and parsed.
 pub(crate) fn live_vdso(pid: i32, mem: &dyn Memory) -> Option<MappedObject> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let e = parse_maps(&maps)
-        .into_iter()
-        .find(|e| e.path.as_deref() == Some("[vdso]"))?;
-    let len = e.end.checked_sub(e.start).filter(|&n| n > 0 && n <= MAX_VDSO)?;
+    let auxv = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
+    let start = crate::live::auxv_value(&auxv, libc::AT_SYSINFO_EHDR, 8, true).filter(|&a| a != 0)?;
+    // Its size: the end of the section headers, which come last.
+    let mut ehdr = [0u8; 64];
+    mem.read(start, &mut ehdr).ok()?;
+    if &ehdr[..4] != b"\x7fELF" {
+        return None;
+    }
+    let shoff = u64::from_le_bytes(ehdr[40..48].try_into().ok()?);
+    let shentsize = u64::from(u16::from_le_bytes(ehdr[58..60].try_into().ok()?));
+    let shnum = u64::from(u16::from_le_bytes(ehdr[60..62].try_into().ok()?));
+    let len = shoff
+        .checked_add(shentsize.checked_mul(shnum)?)
+        .filter(|&n| n > 64 && n <= MAX_VDSO)?;
     let mut bytes = vec![0u8; usize::try_from(len).ok()?];
-    mem.read(e.start, &mut bytes).ok()?;
+    mem.read(start, &mut bytes).ok()?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut h);
     let key = h.finish();
@@ -45,12 +56,12 @@ pub(crate) fn live_vdso(pid: i32, mem: &dyn Memory) -> Option<MappedObject> {
             ElfObject::parse(Path::new("[vdso]"), data).ok().map(Arc::new)
         })
         .clone()?;
-    let bias = load_bias(&file, e.start, 0, page_size())?;
+    let bias = load_bias(&file, start, 0, page_size())?;
     Some(MappedObject {
         file,
         bias,
         name: "[vdso]".to_string(),
-        start: e.start,
+        start,
     })
 }
 
