@@ -7,7 +7,7 @@ use crate::snapshot::model::{Communicator, Frame, MpiCall, ProcessSnapshot, Snap
 
 const LIBMPI: &str = "/opt/mpi/lib/libmpi.so.40";
 const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
-const APP: &str = "/home/u/app";
+const APP: &str = "/opt/u/app";
 
 fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
     Frame {

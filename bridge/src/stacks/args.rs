@@ -619,7 +619,7 @@ mod tests {
                 ("sched_yield", "/lib/x86_64-linux-gnu/libc.so.6"),
                 ("mca_pml_ob1_recv", "/opt/ompi/lib/openmpi/mca_pml_ob1.so"),
                 ("PMPI_Recv", OMPI),
-                ("main", "/home/u/app"),
+                ("main", "/opt/u/app"),
             ],
         );
         let barrier = thread(
@@ -627,12 +627,12 @@ mod tests {
             &[
                 ("ompi_coll_base_barrier_intra_basic_linear", OMPI),
                 ("PMPI_Barrier", OMPI),
-                ("main", "/home/u/app"),
+                ("main", "/opt/u/app"),
             ],
         );
         let idle = thread(
             13,
-            &[("poll", "/lib/x86_64-linux-gnu/libc.so.6"), ("main", "/home/u/app")],
+            &[("poll", "/lib/x86_64-linux-gnu/libc.so.6"), ("main", "/opt/u/app")],
         );
         let mut host = ompi_host(&[
             ((11, 2, "comm"), 0x1000),
@@ -661,7 +661,7 @@ mod tests {
 
     #[test]
     fn open_mpi_communicators_the_library_does_not_list_or_whose_rank_differs() {
-        let send = thread(5, &[("PMPI_Send", OMPI), ("main", "/home/u/app")]);
+        let send = thread(5, &[("PMPI_Send", OMPI), ("main", "/opt/u/app")]);
         let mut host = ompi_host(&[
             ((5, 0, "comm"), 0x2000),
             ((5, 0, "dest"), 3),
@@ -690,7 +690,7 @@ mod tests {
                 ("ompi_request_wait_completion", "/opt/ompi/lib/openmpi/mca_pml_ob1.so"),
                 ("mca_pml_ob1_recv", "/opt/ompi/lib/openmpi/mca_pml_ob1.so"),
                 ("PMPI_Recv", OMPI),
-                ("main", "/home/u/app"),
+                ("main", "/opt/u/app"),
             ],
         );
         // LLDB: nothing in PMPI_Recv, `comm` optimised out inside; the request.
@@ -775,7 +775,7 @@ mod tests {
                 ("MPIR_Wait_impl", MPICH),
                 ("internal_Recv", MPICH),
                 ("PMPI_Recv", MPICH),
-                ("main", "/home/u/app"),
+                ("main", "/opt/u/app"),
             ],
         );
         let mut host = mpich_host(&[
@@ -805,7 +805,7 @@ mod tests {
                 ("MPID_Barrier", MPICH),
                 ("MPIR_Barrier_impl", MPICH),
                 ("PMPI_Barrier", MPICH),
-                ("main", "/home/u/app"),
+                ("main", "/opt/u/app"),
             ],
         );
         host.values.insert((22, 0, "comm_ptr"), 0x3100);
@@ -813,7 +813,7 @@ mod tests {
         let c = calls(&mut host, std::slice::from_ref(&barrier), &mpich_comms()).remove(0);
         assert_eq!(c.communicator.as_deref(), Some("0x3000"), "{c:?}");
         // A handle that is not listed; the destination MPI_PROC_NULL.
-        let send = thread(23, &[("MPI_Ssend", MPICH), ("main", "/home/u/app")]);
+        let send = thread(23, &[("MPI_Ssend", MPICH), ("main", "/opt/u/app")]);
         host.values.insert((23, 0, "comm"), 0x8400_0001);
         host.values.insert((23, 0, "dest"), u64::MAX);
         host.values.insert((23, 0, "tag"), 4);
@@ -833,7 +833,7 @@ mod tests {
         // LLDB: nothing in PMPI_Recv; MPIR_Wait_impl's request_ptr.
         let recv = thread(
             51,
-            &[("MPIR_Wait_impl", MPICH), ("PMPI_Recv", MPICH), ("main", "/home/u/app")],
+            &[("MPIR_Wait_impl", MPICH), ("PMPI_Recv", MPICH), ("main", "/opt/u/app")],
         );
         let mut host = mpich_host(&[((51, 0, "request_ptr"), 0x3180)]);
         let c = calls(&mut host, std::slice::from_ref(&recv), &mpich_comms()).remove(0);
@@ -854,7 +854,7 @@ mod tests {
 
     #[test]
     fn rooted_collectives_unknown_mpis_and_failing_hosts() {
-        let bcast = thread(31, &[("MPI_Bcast", "/opt/x/libmpi.so"), ("main", "/home/u/app")]);
+        let bcast = thread(31, &[("MPI_Bcast", "/opt/x/libmpi.so"), ("main", "/opt/u/app")]);
         let mut host = mpich_host(&[((31, 0, "comm"), 0x4400_0000), ((31, 0, "root"), 2)]);
         host.symbols = &[];
         let c = calls(&mut host, std::slice::from_ref(&bcast), &mpich_comms()).remove(0);

@@ -209,7 +209,7 @@ mod tests {
             frame("ompi_coll_base_barrier_intra", "/opt/ompi/lib/libmpi.so.40", None),
             frame("PMPI_Barrier", "/opt/ompi/lib/libmpi.so.40", None),
             frame("MPI_Barrier", "/opt/tool/libprofile.so", None),
-            frame("main", "/home/u/solver", Some(("/home/u/solver.c", 88))),
+            frame("main", "/opt/u/solver", Some(("/opt/u/solver.c", 88))),
         ]);
         match position(&t) {
             Position::InMpi {
@@ -238,12 +238,12 @@ mod tests {
         let t = thread(vec![
             frame("MPIR_Wait", "/opt/mpich/lib/libmpi.so.12", None),
             frame("internal_Wait", "/opt/mpich/lib/libmpi.so.12", None),
-            frame("main", "/home/u/deadlock", Some(("deadlock.c", 45))),
+            frame("main", "/opt/u/deadlock", Some(("deadlock.c", 45))),
         ]);
         assert_eq!(where_words(&[t]), "in MPI_Wait, called from main (deadlock.c:45)");
         let elsewhere = thread(vec![
-            frame("internal_helper", "/home/u/app", None),
-            frame("main", "/home/u/app", None),
+            frame("internal_helper", "/opt/u/app", None),
+            frame("main", "/opt/u/app", None),
         ]);
         assert!(matches!(position(&elsewhere), Position::NotInMpi { .. }));
     }

@@ -5,14 +5,14 @@ use crate::snapshot::model::{Queue, Queues, Stacks};
 
 pub(crate) const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
 pub(crate) const LIBMPI: &str = "/opt/ompi/lib/libmpi.so.40";
-pub(crate) const APP: &str = "/home/u/barrier_vs_recv";
+pub(crate) const APP: &str = "/opt/u/barrier_vs_recv";
 
 pub(crate) fn frame(function: &str, object: &str, at: Option<u32>) -> Frame {
     Frame {
         pc: "0x1".into(),
         function: Some(function.into()),
         object: Some(object.into()),
-        file: at.map(|_| "/home/u/barrier_vs_recv.c".to_string()),
+        file: at.map(|_| "/opt/u/barrier_vs_recv.c".to_string()),
         line: at,
         inlined: false,
     }
