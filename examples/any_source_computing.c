@@ -40,14 +40,7 @@ int main(int argc, char **argv)
     int rank, size, value = -1, pending = -1;
     MPI_Request req;
 
-    mpiq_arm_lifetime();
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 3) {
-        fprintf(stderr, "any_source_computing: needs exactly 3 ranks\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+    mpiq_init_world(&argc, &argv, "any_source_computing", 3, 3, &rank, &size);
 
     if (rank == 0) {
         mpiq_ready(rank);

@@ -41,14 +41,7 @@ int main(int argc, char **argv)
 {
     int rank, size;
 
-    mpiq_arm_lifetime();
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size < 2) {
-        fprintf(stderr, "barrier_vs_recv: needs at least 2 ranks\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+    mpiq_init_world(&argc, &argv, "barrier_vs_recv", 2, 0, &rank, &size);
 
     if (rank == 0) {
         mpiq_ready(rank);

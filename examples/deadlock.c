@@ -31,14 +31,7 @@ int main(int argc, char **argv)
     static int rbuf[COUNT];
     MPI_Request req;
 
-    mpiq_arm_lifetime();
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size < 2) {
-        fprintf(stderr, "deadlock: needs at least 2 ranks\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+    mpiq_init_world(&argc, &argv, "deadlock", 2, 0, &rank, &size);
 
     MPI_Irecv(rbuf, COUNT, MPI_INT, (rank + 1) % size, 400 + rank, MPI_COMM_WORLD, &req);
     mpiq_ready(rank);

@@ -39,14 +39,7 @@ int main(int argc, char **argv)
 {
     int size, depth = argc > 1 ? atoi(argv[1]) : 100;
 
-    mpiq_arm_lifetime();
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size < 2) {
-        fprintf(stderr, "deep_stack: needs at least 2 ranks\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+    mpiq_init_world(&argc, &argv, "deep_stack", 2, 0, &rank, &size);
     descend(depth);
     MPI_Finalize();
     return 0;

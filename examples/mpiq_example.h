@@ -14,10 +14,16 @@
  *
  * mpiq_wait_forever(): sleeps in pause() until the process is killed, making
  *   no MPI call (a debugger attaching interrupts pause(); the loop resumes it).
+ *
+ * mpiq_init_world(&argc, &argv, name, min, max, &rank, &size): arms the
+ *   lifetime, MPI_Init, this rank and the size of MPI_COMM_WORLD; with fewer
+ *   than min ranks, or more than max (0: no limit), says so on stderr and
+ *   calls MPI_Abort (before any READY line).
  */
 #ifndef MPIQ_EXAMPLE_H
 #define MPIQ_EXAMPLE_H
 
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -42,6 +48,22 @@ static inline void mpiq_wait_forever(void)
 {
     for (;;)
         pause();
+}
+
+static inline void mpiq_init_world(int *argc, char ***argv, const char *name, int min, int max, int *rank,
+                                   int *size)
+{
+    mpiq_arm_lifetime();
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+    if (*size < min || (max > 0 && *size > max)) {
+        if (min == max)
+            fprintf(stderr, "%s: needs exactly %d ranks\n", name, min);
+        else
+            fprintf(stderr, "%s: needs at least %d ranks\n", name, min);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
 }
 
 #endif

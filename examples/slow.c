@@ -30,14 +30,7 @@ int main(int argc, char **argv)
 {
     int rank, size;
 
-    mpiq_arm_lifetime();
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size < 2) {
-        fprintf(stderr, "slow: needs at least 2 ranks\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+    mpiq_init_world(&argc, &argv, "slow", 2, 0, &rank, &size);
     int left = (rank - 1 + size) % size;
     int right = (rank + 1) % size;
 

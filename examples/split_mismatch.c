@@ -45,14 +45,7 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm half;
 
-    mpiq_arm_lifetime();
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 4) {
-        fprintf(stderr, "split_mismatch: needs exactly 4 ranks\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+    mpiq_init_world(&argc, &argv, "split_mismatch", 4, 4, &rank, &size);
 
     MPI_Comm_split(MPI_COMM_WORLD, rank / 2, rank, &half);
     MPI_Comm_set_name(half, rank / 2 == 0 ? "low" : "high");

@@ -36,14 +36,7 @@ int main(int argc, char **argv)
 {
     int rank, size;
 
-    mpiq_arm_lifetime();
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size < 2) {
-        fprintf(stderr, "ssend_ring: needs at least 2 ranks\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+    mpiq_init_world(&argc, &argv, "ssend_ring", 2, 0, &rank, &size);
 
     int value = rank;
     mpiq_ready(rank);

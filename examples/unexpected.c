@@ -40,14 +40,7 @@ int main(int argc, char **argv)
     static int a[4] = {1, 2, 3, 4}, b[8] = {1, 2, 3, 4, 5, 6, 7, 8}, rbuf[16];
     MPI_Request req;
 
-    mpiq_arm_lifetime();
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size < 2) {
-        fprintf(stderr, "unexpected: needs at least 2 ranks\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+    mpiq_init_world(&argc, &argv, "unexpected", 2, 0, &rank, &size);
 
     if (rank == 0) {
         MPI_Send(a, 4, MPI_INT, 1, 11, MPI_COMM_WORLD);

@@ -52,14 +52,7 @@ int main(int argc, char **argv)
     MPI_Request reqs[2];
     MPI_Status statuses[2];
 
-    mpiq_arm_lifetime();
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 3) {
-        fprintf(stderr, "waitany: needs exactly 3 ranks\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
+    mpiq_init_world(&argc, &argv, "waitany", 3, 3, &rank, &size);
     if (argc < 2 || strcmp(argv[1], "any") == 0) {
         all = 0;
     } else if (strcmp(argv[1], "all") == 0) {

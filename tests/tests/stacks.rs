@@ -4,7 +4,7 @@
 //!   rank's main thread is unwound through the MPI library to `main`, and
 //!   the ranks run on, untraced, afterwards.
 //! - `--stacks` in every front end: the deadlock example's ranks all block
-//!   in `MPI_Wait` (called from `main`, deadlock.c:45); under both MPIs,
+//!   in `MPI_Wait` (called from `main`, deadlock.c:38); under both MPIs,
 //!   every rank's "where" line is the same from gdb, lldb and the CLI and
 //!   names that call and that line.
 //! - `mpiq job` merges the ranks' stacks (STAT-style) by default: on
