@@ -16,7 +16,6 @@ use serde_json::{Map, Value as Json};
 use crate::dll::discover;
 use crate::options::{
     options_help, parse_with, split_words, wrap_usage, Handler, OptionSpec, UsageError, ARGUMENTS_PREFIX,
-    TARGETS_ALIASES, TARGETS_HELP, TARGETS_NAME, TARGETS_VALUE,
 };
 use crate::target::{ByteOrder, Target, TargetError, TypeId};
 
@@ -204,18 +203,10 @@ pub const LOOKUP_OPTIONS: &[OptionSpec<Lookup>] = &[
             Ok(())
         },
     ),
-    OptionSpec {
-        name: TARGETS_NAME,
-        aliases: TARGETS_ALIASES,
-        value: Some(TARGETS_VALUE),
-        help: TARGETS_HELP,
-        repeatable: false,
-        handler: Handler::FrontEnd,
-        apply: |l, v| {
-            l.targets = Some(v.to_string());
-            Ok(())
-        },
-    },
+    OptionSpec::targets(|l, v| {
+        l.targets = Some(v.to_string());
+        Ok(())
+    }),
 ];
 
 fn parse_read(v: &str) -> Result<Question, UsageError> {

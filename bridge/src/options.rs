@@ -180,6 +180,21 @@ impl<T> OptionSpec<T> {
         }
     }
 
+    /// `--targets` (`--inferiors`, `--target`): which of the debugger's
+    /// inferiors or targets a command reads; the front end acts on it,
+    /// `apply` keeps the value.
+    pub const fn targets(apply: fn(&mut T, &str) -> Result<(), UsageError>) -> Self {
+        OptionSpec {
+            name: TARGETS_NAME,
+            aliases: TARGETS_ALIASES,
+            value: Some(TARGETS_VALUE),
+            help: TARGETS_HELP,
+            repeatable: false,
+            handler: Handler::FrontEnd,
+            apply,
+        }
+    }
+
     /// The same option, allowed more than once.
     pub const fn repeatable(self) -> Self {
         OptionSpec {
@@ -276,18 +291,10 @@ pub const DUMP_OPTIONS: &[OptionSpec<DumpOptions>] = &[
         "give up on a process when the debug library is silent this long (default 10)",
         apply_timeout,
     ),
-    OptionSpec {
-        name: TARGETS_NAME,
-        aliases: TARGETS_ALIASES,
-        value: Some(TARGETS_VALUE),
-        help: TARGETS_HELP,
-        repeatable: false,
-        handler: Handler::FrontEnd,
-        apply: |o, v| {
-            o.targets = Some(v.to_string());
-            Ok(())
-        },
-    },
+    OptionSpec::targets(|o, v| {
+        o.targets = Some(v.to_string());
+        Ok(())
+    }),
 ];
 
 fn apply_queue(o: &mut DumpOptions, v: &str) -> Result<(), UsageError> {
