@@ -70,16 +70,7 @@ fn named_frames(t: &serde_json::Value) -> Vec<Named> {
 
 /// gdb's `thread apply all bt`: tid -> frames.
 fn gdb_stacks(pid: i32) -> HashMap<i32, Vec<Named>> {
-    let r = run(Command::new("gdb").args([
-        "-nx",
-        "-batch",
-        "-p",
-        &pid.to_string(),
-        "-ex",
-        "set width 0",
-        "-ex",
-        "thread apply all bt",
-    ]));
+    let r = common::gdb_batch(pid, "thread apply all bt");
     let mut out: HashMap<i32, Vec<Named>> = HashMap::new();
     let mut current = None;
     for line in r.stdout.lines() {

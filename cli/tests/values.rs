@@ -7,9 +7,8 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{assert_running, build_fixture, tools_present, Exe, Running};
@@ -39,17 +38,8 @@ fn number(s: &str) -> Option<u64> {
 /// Starts the fixture; returns once it printed its values and sleeps in
 /// pause().
 fn start(exe: &Path) -> (Running, Printed) {
-    let mut child = Command::new(exe)
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (child, line) = common::spawn_ready_line(exe);
     let fx = Running { child };
-    assert!(line.starts_with("ready "), "fixture said {line:?}");
     let printed = line
         .split_whitespace()
         .filter_map(|kv| kv.split_once('='))
@@ -134,16 +124,7 @@ fn check_values(t: &mut dyn Target, tid: u64, printed: &Printed, what: &str) -> 
 /// values it printed as numbers (`<optimized out>`, enum names and the
 /// like left out).
 fn gdb_frames(pid: i32) -> Vec<(String, Vec<(String, u64)>)> {
-    let r = run(Command::new("gdb").args([
-        "-nx",
-        "-batch",
-        "-p",
-        &pid.to_string(),
-        "-ex",
-        "set width 0",
-        "-ex",
-        "bt full",
-    ]));
+    let r = common::gdb_batch(pid, "bt full");
     let mut frames: Vec<(String, Vec<(String, u64)>)> = Vec::new();
     for line in r.stdout.lines() {
         if let Some(rest) = line.strip_prefix('#') {

@@ -176,6 +176,11 @@ pub fn start(b: &Built) -> Running {
 
 /// Starts `exe` and waits until it printed `ready` on its first line.
 pub fn spawn_ready(exe: &std::path::Path) -> std::process::Child {
+    spawn_ready_line(exe).0
+}
+
+/// [`spawn_ready`], with the whole first line (fixtures print values on it).
+pub fn spawn_ready_line(exe: &std::path::Path) -> (std::process::Child, String) {
     let mut child = Command::new(exe)
         .stdout(Stdio::piped())
         .stdin(Stdio::null())
@@ -186,7 +191,22 @@ pub fn spawn_ready(exe: &std::path::Path) -> std::process::Child {
         .read_line(&mut line)
         .unwrap();
     assert!(line.starts_with("ready"), "fixture said {line:?}");
-    child
+    (child, line)
+}
+
+/// `gdb -nx -batch -p PID -ex 'set width 0' -ex COMMAND`: gdb's own view
+/// of a process, for differential tests.
+pub fn gdb_batch(pid: i32, command: &str) -> mpiq_tests::run::Run {
+    mpiq_tests::run::run(Command::new("gdb").args([
+        "-nx",
+        "-batch",
+        "-p",
+        &pid.to_string(),
+        "-ex",
+        "set width 0",
+        "-ex",
+        command,
+    ]))
 }
 
 /// A question asked of both mpiq and gdb.
