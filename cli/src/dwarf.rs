@@ -156,6 +156,22 @@ impl std::fmt::Debug for DebugInfo {
 }
 
 /// Whether a parsed file carries DWARF (not just `SHT_NOBITS` stand-ins).
+/// A type DIE that only renames or qualifies another (`typedef`, `const`,
+/// `volatile`, ...): its `DW_AT_type` is the type itself.
+pub(crate) fn is_type_alias(tag: DwTag) -> bool {
+    matches!(
+        tag,
+        dw::DW_TAG_typedef
+            | dw::DW_TAG_const_type
+            | dw::DW_TAG_volatile_type
+            | dw::DW_TAG_restrict_type
+            | dw::DW_TAG_atomic_type
+            | dw::DW_TAG_immutable_type
+            | dw::DW_TAG_packed_type
+            | dw::DW_TAG_shared_type
+    )
+}
+
 pub(crate) fn has_debug_info(file: &object::File<'_>) -> bool {
     file.section_by_name(".debug_info")
         .is_some_and(|s| s.kind() != object::SectionKind::UninitializedData && s.size() > 0)

@@ -217,14 +217,7 @@ impl ProcessImage {
         for _ in 0..MAX_CHAIN {
             let die = self.die(obj, r)?;
             match die.tag {
-                dw::DW_TAG_typedef
-                | dw::DW_TAG_const_type
-                | dw::DW_TAG_volatile_type
-                | dw::DW_TAG_restrict_type
-                | dw::DW_TAG_atomic_type
-                | dw::DW_TAG_immutable_type
-                | dw::DW_TAG_packed_type
-                | dw::DW_TAG_shared_type => match die.type_ref {
+                tag if crate::dwarf::is_type_alias(tag) => match die.type_ref {
                     Some(next) => r = next,
                     // `typedef void T` / `const void`.
                     None => return Ok(Some((obj, r, die))),

@@ -347,13 +347,7 @@ fn scalar_of(debug: &DebugInfo, ty: Option<DieRef>, address_size: u8) -> Option<
     for _ in 0..MAX_DEPTH {
         let die = debug.die(ty).ok()?;
         match die.tag {
-            dw::DW_TAG_typedef
-            | dw::DW_TAG_const_type
-            | dw::DW_TAG_volatile_type
-            | dw::DW_TAG_restrict_type
-            | dw::DW_TAG_atomic_type
-            | dw::DW_TAG_immutable_type
-            | dw::DW_TAG_packed_type => match die.type_ref {
+            tag if crate::dwarf::is_type_alias(tag) => match die.type_ref {
                 Some(next) => ty = next,
                 // `const void`: not a value.
                 None => return None,
