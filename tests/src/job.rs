@@ -204,6 +204,17 @@ impl JobBuilder {
         self.try_start().unwrap_or_else(|e| panic!("starting {what}: {e}"))
     }
 
+    /// [`JobBuilder::start`], or `None` after printing `SKIPPED: ...` with the reason when
+    /// the harness declares the example unsupported by the MPI
+    /// ([`Example::unsupported_reason`]).
+    pub fn start_supported(self) -> Option<Job> {
+        if let Some(why) = self.example.unsupported_reason(self.mpi) {
+            eprintln!("SKIPPED: {} under {}: {why}", self.example, self.mpi);
+            return None;
+        }
+        Some(self.start())
+    }
+
     /// Like [`JobBuilder::start`] but returns start-up failures as errors. Building the
     /// example still panics on failure (see [`build_example`]). On error everything that was
     /// started has been killed.

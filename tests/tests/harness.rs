@@ -14,11 +14,9 @@ const GONE: Duration = Duration::from_secs(10);
 /// checks that no process it started survives. Skips (printing why) only pairs the harness
 /// declares unsupported.
 fn starts_and_cleans_up(mpi: Mpi, example: Example) {
-    if let Some(reason) = example.unsupported_reason(mpi) {
-        eprintln!("SKIPPED: example `{example}` under {mpi}: {reason}");
+    let Some(job) = Job::builder(mpi, example).start_supported() else {
         return;
-    }
-    let job = Job::builder(mpi, example).start();
+    };
     let n = example.default_nprocs();
     assert_eq!(job.ranks().len(), n);
     for (i, r) in job.ranks().iter().enumerate() {

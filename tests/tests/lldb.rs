@@ -48,11 +48,9 @@ fn check_rank(p: &Value, example: Example, mpi: Mpi, rank: usize, n: usize, pid:
 /// LLDB), all targets at once, and two of them in reverse order.
 fn all_ranks(mpi: Mpi, example: Example) {
     gdb::require_ptrace();
-    if let Some(why) = example.unsupported_reason(mpi) {
-        eprintln!("SKIPPED: {example} under {mpi}: {why}");
+    let Some(job) = Job::builder(mpi, example).start_supported() else {
         return;
-    }
-    let job = Job::builder(mpi, example).start();
+    };
     let n = job.nprocs();
     let exe = job.exe().display().to_string();
     let pid0 = job.pid_of(0).to_string();

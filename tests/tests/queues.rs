@@ -9,12 +9,10 @@ use mpiq_tests::{gdb, Example, Job, Mpi};
 
 fn check_example(mpi: Mpi, example: Example, fe: FrontEnd) {
     gdb::require_ptrace();
-    if let Some(why) = example.unsupported_reason(mpi) {
-        eprintln!("SKIPPED: {} under {mpi}: {why}", example.name());
-        return;
-    }
     let args = example.default_args();
-    let job = Job::builder(mpi, example).start();
+    let Some(job) = Job::builder(mpi, example).start_supported() else {
+        return;
+    };
     let n = job.nprocs() as i64;
     for rank in job.ranks() {
         let v = snapshot(fe, rank.pid, "");
@@ -71,11 +69,9 @@ mpiq_tests::per_example! { |mpi, example| check_example(mpi, example, FrontEnd::
 /// same snapshot, apart from the fields documented as host-specific.
 fn differential(mpi: Mpi, example: Example) {
     gdb::require_ptrace();
-    if let Some(why) = example.unsupported_reason(mpi) {
-        eprintln!("SKIPPED: {} under {mpi}: {why}", example.name());
+    let Some(job) = Job::builder(mpi, example).start_supported() else {
         return;
-    }
-    let job = Job::builder(mpi, example).start();
+    };
     for rank in job.ranks() {
         let mut seen: Vec<(FrontEnd, serde_json::Value)> = Vec::new();
         for fe in FrontEnd::ALL {

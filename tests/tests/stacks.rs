@@ -54,11 +54,9 @@ fn untraced(pid: u32) -> bool {
 
 fn check(mpi: Mpi, example: Example) {
     gdb::require_ptrace();
-    if let Some(why) = example.unsupported_reason(mpi) {
-        eprintln!("SKIPPED: {} under {mpi}: {why}", example.name());
+    let Some(job) = Job::builder(mpi, example).start_supported() else {
         return;
-    }
-    let job = Job::builder(mpi, example).start();
+    };
     for rank in job.ranks() {
         let (names, v) = main_thread(rank.pid);
         eprintln!("{} under {mpi}, rank {}: {names:?}", example.name(), rank.rank);
@@ -179,10 +177,6 @@ fn leaf_is(leaf: &str, want: &str) -> bool {
 fn merged_stacks(mpi: Mpi) {
     gdb::require_ptrace();
     let example = Example::BarrierVsRecv;
-    if let Some(why) = example.unsupported_reason(mpi) {
-        eprintln!("SKIPPED: {} under {mpi}: {why}", example.name());
-        return;
-    }
     let job = Job::builder(mpi, example).nprocs(4).start();
     let starter = job.starter_pid().to_string();
     let want = [
@@ -381,10 +375,9 @@ fn every_example_the_same_where(mpi: Mpi) {
         (Example::DeepStack, &["20"]),
     ];
     for (example, args) in cases {
-        if !example.supported_by(mpi) {
+        let Some(job) = Job::builder(mpi, example).args(args.iter().copied()).start_supported() else {
             continue;
-        }
-        let job = Job::builder(mpi, example).args(args.iter().copied()).start();
+        };
         std::thread::sleep(Duration::from_millis(1000));
         for r in 0..job.ranks().len() {
             let pid = job.pid_of(r);
