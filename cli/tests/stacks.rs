@@ -289,11 +289,7 @@ fn core_file_stacks_equal_the_live_ones() {
     let pid = fx.pid();
     let (live, _, live_json) = mpiq_stacks(pid, &[]);
     let core = exe.dir.join("core");
-    let r = run(Command::new("gdb")
-        .args(["-nx", "-batch", "-p", &pid.to_string(), "-ex"])
-        .arg(format!("gcore {}", core.display())));
-    assert!(core.exists(), "gcore failed:\n{r}");
-    assert_running(pid);
+    common::gcore(pid, &core);
     let r = run(Command::new(env!("CARGO_BIN_EXE_mpiq"))
         .args(["stacks", "--json", "--core"])
         .arg(&core)

@@ -212,11 +212,7 @@ fn live_and_core(opt: &str) {
     assert_running(pid);
 
     let core = exe.dir.join("core");
-    let r = run(Command::new("gdb")
-        .args(["-nx", "-batch", "-p", &pid.to_string(), "-ex"])
-        .arg(format!("gcore {}", core.display())));
-    assert!(core.exists(), "gcore failed:\n{r}");
-    assert_running(pid);
+    common::gcore(pid, &core);
     let what = format!("{opt} core");
     let mut c = mpiq_cli::CoreProcess::open_core(&core, Some(&exe.exe)).unwrap();
     let core_names = check_values(&mut c, tid, &printed, &what);

@@ -209,6 +209,14 @@ pub fn gdb_batch(pid: i32, command: &str) -> mpiq_tests::run::Run {
     ]))
 }
 
+/// `gdb -p PID -ex 'gcore FILE'`: a core file of a running fixture, which
+/// runs on afterwards.
+pub fn gcore(pid: i32, core: &std::path::Path) {
+    let r = gdb_batch(pid, &format!("gcore {}", core.display()));
+    assert!(core.exists(), "gcore failed:\n{r}");
+    assert_running(pid);
+}
+
 /// A question asked of both mpiq and gdb.
 #[derive(Clone, Debug)]
 pub enum Q {
