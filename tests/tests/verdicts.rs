@@ -9,8 +9,7 @@
 
 use std::time::Duration;
 
-use mpiq_tests::frontends::cli_command;
-use mpiq_tests::run::{run, Run};
+use mpiq_tests::frontends::cli as mpiq;
 use mpiq_tests::{gdb, Example, Job, Mpi};
 use serde_json::{json, Value};
 
@@ -23,10 +22,6 @@ struct Designed {
     blocked: Option<Value>,
     /// Words the summary must hold.
     words: &'static [&'static str],
-}
-
-fn mpiq(args: &[&str]) -> Run {
-    run(cli_command(args))
 }
 
 fn check(a: &Value, want: &Designed, what: &str) {

@@ -19,9 +19,9 @@ use super::job::{comm_words, member, translate, Job};
 use super::matching::{msg_source, Target, Wait};
 use super::model::OpKind;
 use super::words::{ranks_words, tag_words};
-use crate::snapshot::model::{MpiCall, Operation, ProcessSnapshot, QueueKind, Snapshot, ThreadStack};
+use crate::snapshot::model::{MpiCall, Operation, ProcessSnapshot, QueueKind, Snapshot};
 use crate::stacks::names::{CallClass, Completion};
-use crate::stacks::position::{c_name, is_application_object, position, Position};
+use crate::stacks::position::{blocked_outside, c_name, position, Position};
 
 /// Where a rank is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,64 +51,6 @@ pub(crate) struct Call {
     pub comm: Option<usize>,
     /// What its arguments say, when the front end could read them.
     pub args: Option<MpiCall>,
-}
-
-/// C runtime functions that return by themselves (a timeout): a thread in
-/// them is computing, not blocked.
-const TIMED: [&str; 6] = [
-    "sleep",
-    "sched_yield",
-    "timedwait",
-    "timedjoin",
-    "clock_gettime",
-    "gettimeofday",
-];
-
-/// C runtime functions that block until another party acts.
-const BLOCKING: [&str; 17] = [
-    "pause",
-    "sigsuspend",
-    "sigwait",
-    "wait4",
-    "waitpid",
-    "waitid",
-    "pthread_join",
-    "clockjoin",
-    "cond_wait",
-    "sem_wait",
-    "lll_lock_wait",
-    "mutex_lock",
-    "read",
-    "recv",
-    "accept",
-    "poll",
-    "select",
-];
-
-/// What a thread outside MPI is blocked in, or `None` if it computes.
-fn blocked_outside(t: &ThreadStack) -> Option<String> {
-    let runtime: Vec<&str> = t
-        .frames
-        .iter()
-        .take_while(|f| f.object.as_deref().is_some_and(|o| !is_application_object(o)))
-        .filter_map(|f| f.function.as_deref())
-        .collect();
-    if runtime.is_empty() {
-        return None; // the innermost frame is the application's: it runs
-    }
-    let lower: Vec<String> = runtime.iter().map(|n| n.to_ascii_lowercase()).collect();
-    if lower.iter().any(|n| TIMED.iter().any(|k| n.contains(k))) {
-        return None;
-    }
-    if lower
-        .iter()
-        .any(|n| BLOCKING.iter().any(|k| n.contains(k)) || n.contains("epoll_wait"))
-    {
-        let outer = runtime.last().copied().unwrap_or_default();
-        let plain = outer.trim_start_matches('_');
-        return Some(plain.strip_prefix("libc_").unwrap_or(plain).to_string());
-    }
-    None
 }
 
 /// The place of every rank with a process in the snapshot.

@@ -93,6 +93,67 @@ pub fn c_name(call: &str) -> String {
     }
 }
 
+/// C runtime functions that return by themselves (a timeout): a thread in
+/// them is computing, not blocked.
+const TIMED: [&str; 6] = [
+    "sleep",
+    "sched_yield",
+    "timedwait",
+    "timedjoin",
+    "clock_gettime",
+    "gettimeofday",
+];
+
+/// C runtime functions that block until another party acts.
+const BLOCKING: [&str; 17] = [
+    "pause",
+    "sigsuspend",
+    "sigwait",
+    "wait4",
+    "waitpid",
+    "waitid",
+    "pthread_join",
+    "clockjoin",
+    "cond_wait",
+    "sem_wait",
+    "lll_lock_wait",
+    "mutex_lock",
+    "read",
+    "recv",
+    "accept",
+    "poll",
+    "select",
+];
+
+/// What a thread outside MPI is blocked in (`pause`, `pthread_join`), or
+/// `None` if it computes: in its own code, or in a C runtime call that
+/// returns by itself (a sleep, a timed wait). Told by function names, which
+/// gdb, lldb and the CLI all give.
+pub fn blocked_outside(t: &ThreadStack) -> Option<String> {
+    let runtime: Vec<&str> = t
+        .frames
+        .iter()
+        .take_while(|f| f.object.as_deref().is_some_and(|o| !is_application_object(o)))
+        .filter_map(|f| f.function.as_deref())
+        .collect();
+    if runtime.is_empty() {
+        return None; // the innermost frame is the application's: it runs
+    }
+    let lower: Vec<String> = runtime.iter().map(|n| n.to_ascii_lowercase()).collect();
+    if lower.iter().any(|n| TIMED.iter().any(|k| n.contains(k))) {
+        return None;
+    }
+    if lower
+        .iter()
+        .any(|n| BLOCKING.iter().any(|k| n.contains(k)) || n.contains("epoll_wait"))
+    {
+        let outer = runtime.last().copied().unwrap_or_default();
+        let plain = outer.trim_start_matches('_');
+        return Some(plain.strip_prefix("libc_").unwrap_or(plain).to_string());
+    }
+    None
+}
+
 /// `function (file:line)`, `function`, or the pc.
 fn frame_words(f: &Frame) -> String {
     let name = f.function.clone().unwrap_or_else(|| f.pc.clone());
