@@ -243,10 +243,21 @@ fn ring_job() -> Job {
     Job::builder(Mpi::Mpich, Example::Ring).nprocs(2).start()
 }
 
-/// A Python expression, in gdb, for the pids of gdb's `mpiq-dllhost`
-/// children (needs `os` and `glob`).
-const HELPER_PIDS: &str = "sorted(int(p.split('/')[2]) for p in glob.glob('/proc/[0-9]*/stat') if \
-    (lambda s: '(mpiq-dllhost)' in s and s.rsplit(')', 1)[1].split()[1] == str(os.getpid()))(open(p).read()))";
+/// Python, run in gdb, defining `helper_pids()`: the pids of gdb's
+/// `mpiq-dllhost` children. A process that ends while /proc is scanned is
+/// skipped (its entry can vanish between the listing and the read).
+const HELPER_PIDS_DEF: &str = r#"import os, glob
+def helper_pids():
+    pids = []
+    for p in glob.glob('/proc/[0-9]*/stat'):
+        try:
+            s = open(p).read()
+        except OSError:
+            continue
+        if '(mpiq-dllhost)' in s and s.rsplit(')', 1)[1].split()[1] == str(os.getpid()):
+            pids.append(int(p.split('/')[2]))
+    return sorted(pids)
+"#;
 
 /// One helper serves a gdb session's dumps (it is kept between them); one
 /// that is gone by the next dump (killed here) is replaced, and the dump
@@ -254,18 +265,21 @@ const HELPER_PIDS: &str = "sorted(int(p.split('/')[2]) for p in glob.glob('/proc
 #[test]
 fn a_kept_helper_serves_the_next_dump_or_is_replaced() {
     let job = ring_job();
-    let list = format!("python import os, glob; print('HELPERS', {HELPER_PIDS})");
-    let kill = format!("python import os, glob, signal; [os.kill(p, signal.SIGKILL) for p in {HELPER_PIDS}]");
+    // One gdb command line: the definition as an escaped Python string.
+    let define = format!("python exec({HELPER_PIDS_DEF:?})");
+    let list = "python print('HELPERS', helper_pids())";
+    let kill = "python import signal; [os.kill(p, signal.SIGKILL) for p in helper_pids()]";
     let r = run(gdb_command(
         job.pid_of(0),
         &[
+            &define,
             "info mpi-queues",
-            &list,
+            list,
             "info mpi-queues",
-            &list,
-            &kill,
+            list,
+            kill,
             "info mpi-queues",
-            &list,
+            list,
         ],
     ));
     assert_eq!(count(&r.stdout, "Posted receives (1):"), 3, "{}", r.all());
