@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+mod missing;
+
 use crate::dll::discover::{discover, Discovery};
 use crate::dll::{self};
 use crate::dump::{self, Attempt};
@@ -39,7 +41,16 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
             Ok(Some(threads)) => Stacks {
                 where_: Some(crate::stacks::where_words(&threads)),
                 calls: match crate::stacks::args::try_calls(target, &threads, &snap.communicators) {
-                    Ok(calls) => calls,
+                    Ok(mut calls) => {
+                        // Never while recording: the digest reads stack
+                        // memory that a recording must not hold.
+                        if opts.record.is_none()
+                            && crate::stacks::state::digest_calls(target, &threads, &mut calls).is_err()
+                        {
+                            return Err(Interrupted);
+                        }
+                        calls
+                    }
                     Err(_) => return Err(Interrupted),
                 },
                 threads,
@@ -64,6 +75,10 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
             },
         });
     }
+    if let Some(m) = snap.queues_missing.as_mut() {
+        let threads = snap.stacks.as_ref().map_or(&[][..], |s| &s.threads[..]);
+        snap.error = Some(missing::explain(m, threads));
+    }
     Ok(snap)
 }
 
@@ -78,6 +93,7 @@ fn queues(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSnapshot
         executable: desc.executable.clone(),
         dll: None,
         error: None,
+        queues_missing: None,
         messages: Vec::new(),
         communicators: Vec::new(),
         stats: None,
@@ -217,6 +233,7 @@ fn ompi_waited_requests(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> 
 fn merge(snap: &mut ProcessSnapshot, part: ProcessSnapshot) {
     snap.dll = part.dll;
     snap.error = part.error;
+    snap.queues_missing = part.queues_missing;
     snap.messages.extend(part.messages);
     snap.communicators = part.communicators;
     snap.stats = part.stats;
@@ -225,8 +242,21 @@ fn merge(snap: &mut ProcessSnapshot, part: ProcessSnapshot) {
     }
 }
 
+/// A [`QueuesMissing`] with only its reason.
+fn queues_missing(reason: MissingReason) -> QueuesMissing {
+    QueuesMissing {
+        reason,
+        mpi: None,
+        library: None,
+        installed_by: None,
+        debug_library: None,
+        missing_type: None,
+        build_id: None,
+    }
+}
+
 /// The libraries to try, in order; `None` when there is none (the reason is
-/// then in `snap.error`).
+/// then in `snap.error` or `snap.queues_missing`).
 fn candidates(
     target: &mut dyn Target,
     opts: &DumpOptions,
@@ -260,21 +290,22 @@ fn candidates(
             Err(TargetError::Interrupted) => return Err(Interrupted),
             Err(_) => false,
         };
-        snap.error = Some(if has_mpi {
-            "an MPI process whose MPI library was built without message queue debugging support: it \
-             defines none of MPIR_dll_name, mpimsgq_dll_locations or MPI2DD_info (MPICH built without \
-             --enable-debuginfo, as PyPI's mpich wheels are), so its queues cannot be read; its stacks \
-             still show where it is"
-                .into()
+        if has_mpi {
+            // The words come once the stacks have named the library.
+            snap.queues_missing = Some(queues_missing(MissingReason::NoDebuggerSupport));
         } else {
-            "not an MPI process: it defines none of MPIR_dll_name, mpimsgq_dll_locations \
-             or MPI2DD_info, nor MPI_Init (is it linked with an MPI library?)"
-                .into()
-        });
+            snap.error = Some(
+                "not an MPI process: it defines none of MPIR_dll_name, mpimsgq_dll_locations \
+                 or MPI2DD_info, nor MPI_Init (is it linked with an MPI library?)"
+                    .into(),
+            );
+        }
         return Ok(None);
     }
     let mut list: Vec<(PathBuf, DllSource)> = Vec::new();
     let mut refusals = Vec::new();
+    // The first library named that is not on this machine.
+    let mut absent: Option<String> = None;
     for c in found.candidates {
         // Open MPI names one library in several places: try and report it once.
         if list.iter().any(|(p, _)| *p == c.path) {
@@ -283,6 +314,7 @@ fn candidates(
         match dll::check_trusted(&c.path) {
             Ok(()) => list.push((c.path, c.source)),
             Err(dll::DllError::Unreadable { path, reason }) if !c.path.exists() => {
+                absent.get_or_insert_with(|| path.clone());
                 let line = format!(
                     "the MPI library names its message queue debug library {path} ({}), which is not on \
                      this machine ({reason}): an MPI built elsewhere (a pip wheel, a copied install) whose \
@@ -300,6 +332,12 @@ fn candidates(
                 }
             }
         }
+    }
+    if list.is_empty() && refusals.len() == 1 && absent.is_some() {
+        let mut m = queues_missing(MissingReason::NoDebugLibrary);
+        m.debug_library = absent;
+        snap.queues_missing = Some(m);
+        return Ok(None);
     }
     if list.is_empty() {
         snap.error = Some(if refusals.is_empty() {
@@ -524,10 +562,8 @@ mod tests {
         };
         let snap = collect(&mut bare(vec!["PMPI_Init", "MPI_Init"]), &DumpOptions::default()).unwrap();
         let e = snap.error.unwrap();
-        assert!(
-            e.starts_with("an MPI process whose MPI library was built without message queue debugging support"),
-            "{e}"
-        );
+        assert!(e.contains("was built without message queue debugging support"), "{e}");
+        assert!(!e.contains("not an MPI process"), "{e}");
         let snap = collect(&mut bare(vec![]), &DumpOptions::default()).unwrap();
         assert!(snap.error.unwrap().starts_with("not an MPI process"));
     }

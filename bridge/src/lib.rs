@@ -82,7 +82,9 @@ pub enum DumpError {
 /// Collects every target and renders the result as the options ask.
 ///
 /// Per-process failures are part of the snapshot; the dump as a whole fails
-/// only when it was interrupted or when no process at all could be read.
+/// only when it was interrupted or when no process at all could be read
+/// (a process whose MPI gives no queues counts as read when its stacks
+/// were).
 pub fn dump(targets: &mut [&mut dyn Target], opts: &DumpOptions) -> Result<String, DumpError> {
     let snapshot = collect_all(targets, opts)?;
     Ok(render(&snapshot, opts))
@@ -111,7 +113,12 @@ pub fn collect_all(targets: &mut [&mut dyn Target], opts: &DumpOptions) -> Resul
         };
         file.save(path).map_err(|e| DumpError::Record(e.to_string()))?;
     }
-    if !snapshot.processes.is_empty() && snapshot.processes.iter().all(|p| p.error.is_some()) {
+    // A process whose MPI gives no queues is still worth a report when its
+    // stacks say where it is (stacks-only mode).
+    let reportable = |p: &ProcessSnapshot| {
+        p.error.is_none() || (p.queues_missing.is_some() && p.stacks.as_ref().is_some_and(|s| !s.threads.is_empty()))
+    };
+    if !snapshot.processes.is_empty() && !snapshot.processes.iter().any(reportable) {
         let lines: Vec<String> = snapshot
             .processes
             .iter()

@@ -352,6 +352,49 @@ pub fn mpi_descendants(root: i32) -> Vec<i32> {
     ranks
 }
 
+/// The environment variables that hold a process's world rank, as MPI
+/// starters set them (Open MPI and PRRTE, PMIx, PMI-1/2 as hydra and Slurm
+/// set it), in the order they are believed.
+pub const RANK_VARIABLES: [&str; 4] = ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"];
+
+/// A process's world rank from its environment (`/proc/PID/environ`, as it
+/// was at exec), with the variable it came from; only the variables of
+/// [`RANK_VARIABLES`] are looked at, and nothing else is kept.
+pub fn rank_from_environ(pid: i32) -> Option<(i32, &'static str)> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    rank_in_environ(&env)
+}
+
+fn rank_in_environ(env: &[u8]) -> Option<(i32, &'static str)> {
+    let value = |name: &str| {
+        env.split(|&b| b == 0).find_map(|kv| {
+            let rest = kv.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+            std::str::from_utf8(rest)
+                .ok()?
+                .trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|r| *r >= 0)
+        })
+    };
+    RANK_VARIABLES.iter().find_map(|&name| value(name).map(|r| (r, name)))
+}
+
+#[cfg(test)]
+mod environ_tests {
+    use super::*;
+
+    #[test]
+    fn the_rank_comes_from_the_first_variable_set() {
+        let env = b"HOME=/x\0PMI_RANK=2\0SECRET=PMI_RANK=9\0PMIX_RANK=bad\0";
+        assert_eq!(rank_in_environ(env), Some((2, "PMI_RANK")));
+        let env = b"OMPI_COMM_WORLD_RANK=5\0PMI_RANK=2\0";
+        assert_eq!(rank_in_environ(env), Some((5, "OMPI_COMM_WORLD_RANK")));
+        assert_eq!(rank_in_environ(b"PMI_RANK=-1\0PMI_RANKS=3\0"), None);
+        assert_eq!(rank_in_environ(b""), None);
+    }
+}
+
 /// Whether a proctable host name is this machine.
 pub fn is_local_host(host: &str) -> bool {
     let host = host.trim();

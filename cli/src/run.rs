@@ -121,6 +121,7 @@ pub fn failed_snapshot(
         executable,
         dll: None,
         error: Some(error),
+        queues_missing: None,
         messages: Vec::new(),
         communicators: Vec::new(),
         stats: None,
@@ -310,15 +311,32 @@ fn job_ranks(starter: i32, rep: &Reporter) -> Result<Vec<JobRank>, RunError> {
             if pids.is_empty() {
                 return Err(e.into());
             }
+            // Their world ranks: from the environment the starter gave
+            // each (PMI_RANK, ...), else as the library reports them.
+            let ranks: Vec<Option<(i32, &str)>> = pids.iter().map(|&pid| crate::job::rank_from_environ(pid)).collect();
+            let mut from: Vec<&str> = ranks.iter().flatten().map(|r| r.1).collect();
+            from.sort_unstable();
+            from.dedup();
+            let how = if ranks.iter().all(Option::is_some) {
+                format!("world ranks from their environment ({})", from.join(", "))
+            } else if from.is_empty() {
+                "world ranks as the library reports them".to_string()
+            } else {
+                format!(
+                    "world ranks from their environment ({}) where set, else as the library reports them",
+                    from.join(", ")
+                )
+            };
             eprintln!(
-                "mpiq: {e}\nmpiq: using the {} MPI process(es) started under it instead (world ranks as the library reports them)",
+                "mpiq: {e}\nmpiq: using the {} MPI process(es) started under it instead ({how})",
                 pids.len()
             );
             return Ok(pids
                 .into_iter()
-                .map(|pid| JobRank {
+                .zip(ranks)
+                .map(|(pid, rank)| JobRank {
                     pid,
-                    rank: None,
+                    rank: rank.map(|r| r.0),
                     executable: String::new(),
                     unreachable: None,
                 })

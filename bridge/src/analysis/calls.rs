@@ -126,23 +126,30 @@ fn place(p: &ProcessSnapshot) -> Place {
 }
 
 /// The calls of a place, in a form two samples can compare.
-fn call_keys(p: &Place) -> Option<Vec<(u64, String, Option<String>)>> {
+fn call_keys(p: &Place) -> Option<Vec<CallKey>> {
     match p {
-        Place::InMpi(calls) => Some(
-            calls
-                .iter()
-                .map(|c| (c.tid, c.name.clone(), c.caller.clone()))
-                .collect(),
-        ),
+        Place::InMpi(calls) => Some(keys(calls)),
         _ => None,
     }
 }
 
-/// Whether two samples show the same calls (thread, call, caller).
+/// What two samples compare of a call: thread, call, caller, and the
+/// digest of the calling frames ([`crate::stacks::state`]).
+type CallKey = (u64, String, Option<String>, Option<String>);
+
+fn keys(calls: &[Call]) -> Vec<CallKey> {
+    calls
+        .iter()
+        .map(|c| {
+            let state = c.args.as_ref().and_then(|a| a.state.clone());
+            (c.tid, c.name.clone(), c.caller.clone(), state)
+        })
+        .collect()
+}
+
+/// Whether two samples show the same calls (thread, call, caller), with
+/// the same calling frames' contents.
 pub(crate) fn same_calls(now: &[Call], then: &[Call]) -> bool {
-    let keys = |c: &[Call]| -> Vec<(u64, String, Option<String>)> {
-        c.iter().map(|c| (c.tid, c.name.clone(), c.caller.clone())).collect()
-    };
     keys(now) == keys(then)
 }
 
@@ -154,9 +161,24 @@ pub(crate) fn moved(now: &BTreeMap<i64, Place>, before: &BTreeMap<i64, Place>) -
         if matches!(p, Place::NoStacks(_)) || matches!(b, Place::NoStacks(_)) {
             continue;
         }
-        if call_keys(p) != call_keys(b) {
-            out.insert(*r, format!("it moved from {} to {}", short(b), short(p)));
+        let (kn, kb) = (call_keys(p), call_keys(b));
+        if kn == kb {
+            continue;
         }
+        let strip = |k: &Option<Vec<CallKey>>| -> Option<Vec<CallKey>> {
+            k.as_ref()
+                .map(|v| v.iter().map(|(t, n, c, _)| (*t, n.clone(), c.clone(), None)).collect())
+        };
+        let why = if strip(&kn) == strip(&kb) {
+            format!(
+                "it is in {} in both samples, but its calling frames changed between them (it went \
+                 round and came back)",
+                short(p)
+            )
+        } else {
+            format!("it moved from {} to {}", short(b), short(p))
+        };
+        out.insert(*r, why);
     }
     out
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::snapshot::model::{Communicator, ProcessSnapshot, Snapshot};
+use crate::snapshot::model::{Communicator, MissingReason, ProcessSnapshot, Snapshot};
 
 /// Communicators larger than this are treated as unusable data (a corrupt size).
 pub(crate) const MAX_GROUP: i64 = 1 << 20;
@@ -153,6 +153,17 @@ fn world_size(snap: &Snapshot, notes: &mut Vec<String>) -> Option<i64> {
 
 /// Why a process's waits cannot be known, if so.
 fn unreadable(p: &ProcessSnapshot) -> Option<String> {
+    if let Some(m) = &p.queues_missing {
+        // The process's error has the long story and the fix.
+        return Some(
+            match m.reason {
+                MissingReason::NoDebuggerSupport => "their MPI was built without message queue debugging support",
+                MissingReason::NoDebugLibrary => "their MPI's message queue debug library is not on this machine",
+                MissingReason::NoDebugInfo => "their MPI library has no debug information",
+            }
+            .to_string(),
+        );
+    }
     if let Some(e) = &p.error {
         return Some(e.clone());
     }

@@ -132,6 +132,16 @@ pub fn analyze_samples(current: &Snapshot, previous: Option<&Snapshot>, interval
         p
     });
     let all_confirmed = job.procs.keys().all(|&r| confirmed(r));
+    // Ranks whose MPI gives no queues, known from their stacks alone.
+    let stacks_only: std::collections::BTreeSet<i64> = job
+        .procs
+        .iter()
+        .filter(|(_, &pi)| {
+            let p = &snap.processes[pi];
+            p.queues_missing.is_some() && p.stacks.as_ref().is_some_and(|s| !s.threads.is_empty())
+        })
+        .map(|(&r, _)| r)
+        .collect();
     verdict::conclude(verdict::Inputs {
         job: &job,
         matching,
@@ -144,6 +154,7 @@ pub fn analyze_samples(current: &Snapshot, previous: Option<&Snapshot>, interval
             free: grouped.free,
             maybe: grouped.maybe,
             all_confirmed,
+            stacks_only,
         },
     })
 }

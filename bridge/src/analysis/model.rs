@@ -186,4 +186,27 @@ pub struct Analysis {
     /// some waits could not be resolved (a collective's communicator).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stalled: bool,
+    /// What the verdict rests on.
+    #[serde(default)]
+    pub evidence: Evidence,
+    /// Ranks read from their stacks alone: their MPI gives no queues
+    /// (their processes' `queues_missing` says why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stacks_only: Vec<i64>,
+}
+
+/// What a verdict rests on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Evidence {
+    /// The queues alone (no stacks were read).
+    #[default]
+    Queues,
+    /// The queues and the stacks.
+    QueuesAndStacks,
+    /// Some ranks' queues, and the stacks of every rank: some ranks' MPI
+    /// gives no queues.
+    SomeQueuesAndStacks,
+    /// The stacks alone: no rank's queues are readable with this MPI build.
+    Stacks,
 }

@@ -40,6 +40,7 @@ pub(crate) fn process(rank: i32, communicators: Vec<Communicator>) -> ProcessSna
         executable: "/tmp/app".into(),
         dll: None,
         error: None,
+        queues_missing: None,
         messages: Vec::new(),
         communicators,
         stats: None,
@@ -51,6 +52,7 @@ pub(crate) fn process(rank: i32, communicators: Vec<Communicator>) -> ProcessSna
 pub(crate) fn failed(rank: i32, error: &str) -> ProcessSnapshot {
     ProcessSnapshot {
         error: Some(error.into()),
+        queues_missing: None,
         ..process(rank, Vec::new())
     }
 }

@@ -12,7 +12,7 @@ use super::calls::{ranks_said, where_list, Place};
 use super::graph::{self, Assume, Blocking, Facts};
 use super::job::{comm_words, Job};
 use super::matching::{Matching, Target, Wait};
-use super::model::{Analysis, Edge, EdgeKind, OpKind, Verdict};
+use super::model::{Analysis, Edge, EdgeKind, Evidence, OpKind, Verdict};
 use super::progress::Progress;
 use super::words::{ranks_words, tag_words};
 use super::{MAX_CYCLES, MAX_EDGES};
@@ -53,20 +53,40 @@ pub(crate) struct StackFacts<'a> {
     pub maybe: BTreeMap<i64, String>,
     /// Two samples show every rank in the same blocking calls.
     pub all_confirmed: bool,
+    /// Ranks known from their stacks alone (their MPI gives no queues).
+    pub stacks_only: BTreeSet<i64>,
 }
 
 /// The stall rule (docs/design/stacks.md §5.5): with two samples, every
 /// rank readable and inside a blocking MPI call in the same place in both,
 /// no queue changed, nothing satisfied, and not all in one collective of
 /// the same name: no rank can make progress. The reason, when it holds.
+///
+/// A rank whose MPI gives no queues (stacks-only) counts when its stacks
+/// show it in a blocking call that is not a test loop, with the same
+/// calling frames' contents in both samples (a digest of their registers
+/// and stack, [`crate::stacks::state`]): that is all its queues would have
+/// added to "nothing changed".
 fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> Option<String> {
     let st = &inp.stacks;
     let p = inp.progress.as_ref()?;
-    if !p.changed.is_empty() || !p.unconfirmed.is_empty() || !unknown.is_empty() || !st.free.is_empty() {
+    let unknown_queues = unknown.iter().any(|r| !st.stacks_only.contains(r));
+    if !p.changed.is_empty() || !p.unconfirmed.is_empty() || unknown_queues || !st.free.is_empty() {
         return None;
     }
     if !st.all_confirmed || nodes.iter().any(|r| !matches!(st.places.get(r), Some(Place::InMpi(_)))) {
         return None;
+    }
+    for r in &st.stacks_only {
+        let Some(Place::InMpi(calls)) = st.places.get(r) else {
+            return None;
+        };
+        let sure = |c: &super::calls::Call| {
+            !matches!(c.class, CallClass::Poll { .. }) && c.args.as_ref().is_some_and(|a| a.state.is_some())
+        };
+        if !calls.iter().all(sure) {
+            return None;
+        }
     }
     let mut names: BTreeSet<&str> = BTreeSet::new();
     let mut all_collective = true;
@@ -84,8 +104,15 @@ fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> 
     if all_collective && names.len() == 1 {
         return None; // maybe one collective that completes
     }
+    let what = if st.stacks_only.is_empty() {
+        "nothing changed"
+    } else if st.stacks_only.len() == nodes.len() {
+        "neither their stacks nor their calling frames changed"
+    } else {
+        "neither their queues nor their stacks changed"
+    };
     Some(format!(
-        "no rank can make progress: every rank is blocked inside MPI and nothing changed between {}",
+        "no rank can make progress: every rank is blocked inside MPI and {what} between {}",
         interval_words(inp.interval_ms)
     ))
 }
@@ -292,7 +319,7 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
     } else {
         dead.clone()
     };
-    let stall = if dead.is_empty() && !undecided.is_empty() {
+    let stall = if dead.is_empty() && (!undecided.is_empty() || !inp.stacks.stacks_only.is_empty()) {
         stalled(&inp, &nodes, &unknown)
     } else {
         None
@@ -449,6 +476,36 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         },
     };
 
+    let st = &inp.stacks;
+    let evidence = if !st.stacks_only.is_empty() && st.stacks_only.len() == job.procs.len() {
+        Evidence::Stacks
+    } else if !st.stacks_only.is_empty() {
+        Evidence::SomeQueuesAndStacks
+    } else if st.places.values().any(|p| !matches!(p, Place::NoStacks(_))) {
+        Evidence::QueuesAndStacks
+    } else {
+        Evidence::Queues
+    };
+    let mut summary = summary;
+    if !st.stacks_only.is_empty() {
+        let only: Vec<i64> = st.stacks_only.iter().copied().collect();
+        let said = if evidence == Evidence::Stacks {
+            "from stacks only: the queues are not readable with this MPI build".to_string()
+        } else {
+            format!(
+                "the queues of {} are not readable with their MPI build: their stacks are used",
+                ranks_words(&only)
+            )
+        };
+        summary = match summary.split_once(": ") {
+            Some((head, rest)) => format!("{head} ({said}): {rest}"),
+            None => format!("{summary} ({said})"),
+        };
+        if verdict == Verdict::Unknown && stall.is_none() {
+            summary.push_str(&format!("; {}", stacks_only_missing(&inp, &only)));
+        }
+    }
+
     let mut edge_notes = Vec::new();
     let edges = edges(waits, &mut edge_notes);
     notes.extend(edge_notes);
@@ -465,7 +522,43 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         notes,
         where_: where_list(inp.stacks.snap, job, inp.stacks.places),
         stalled: stall.is_some(),
+        evidence,
+        stacks_only: inp.stacks.stacks_only.iter().copied().collect(),
     }
+}
+
+/// What the stacks of the stacks-only ranks lack for a verdict.
+fn stacks_only_missing(inp: &Inputs<'_>, only: &[i64]) -> String {
+    let st = &inp.stacks;
+    let not_blocked: Vec<i64> = st
+        .places
+        .iter()
+        .filter(|(_, p)| !matches!(p, Place::InMpi(_)))
+        .map(|(r, _)| *r)
+        .collect();
+    let mut why = if inp.progress.is_none() {
+        "from stacks alone a deadlock needs two samples that show every rank blocked in MPI in the same \
+         place (one sample, or a core file, cannot)"
+            .to_string()
+    } else if !not_blocked.is_empty() {
+        format!(
+            "{} not blocked inside MPI, so may still arrive",
+            match not_blocked.len() {
+                1 => format!("rank {} is", not_blocked[0]),
+                _ => format!("{} are", ranks_words(&not_blocked)),
+            }
+        )
+    } else if inp.progress.as_ref().is_some_and(|p| !p.changed.is_empty()) {
+        "some ranks moved between the two samples".to_string()
+    } else {
+        "the stacks cannot tell whether the ranks' calls can complete (all in one collective, a test \
+         loop, or calling frames that could not be read)"
+            .to_string()
+    };
+    if let Some(w) = ranks_said(st.snap, inp.job, st.places, only, 4) {
+        why.push_str(&format!("; where they are: {w}"));
+    }
+    why
 }
 
 #[cfg(test)]

@@ -76,6 +76,7 @@ fn run_dll_into(
         executable: desc.executable,
         dll: Some(dll_info(dll, path, source)),
         error: None,
+        queues_missing: None,
         messages: Vec::new(),
         communicators: Vec::new(),
         stats: None,
@@ -91,6 +92,19 @@ fn run_dll_into(
         return Err(Attempt::Interrupted);
     }
     if let Err(e) = result {
+        if let (RunError::NoQueues(_), Some(t)) = (&e, session.missing_types.first()) {
+            // The MPI library has no debug information: not a fault of the
+            // debug library's; said with the fix once the stacks are read.
+            snap.queues_missing = Some(QueuesMissing {
+                reason: MissingReason::NoDebugInfo,
+                mpi: None,
+                library: None,
+                installed_by: None,
+                debug_library: None,
+                missing_type: Some(t.clone()),
+                build_id: None,
+            });
+        }
         snap.error = Some(e.to_string());
     }
     if let Some(internal) = session.internal_error.take() {

@@ -85,6 +85,7 @@ pub fn run(
                 found_via: source,
             }),
             error: Some(why.to_string()),
+            queues_missing: None,
             messages: Vec::new(),
             communicators: Vec::new(),
             stats: None,

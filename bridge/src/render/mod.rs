@@ -320,6 +320,7 @@ mod tests {
                 executable: "/bin/ring".into(),
                 dll: None,
                 error: None,
+                queues_missing: None,
                 messages: vec![],
                 communicators: vec![
                     comm("solver", vec![op(Some(5), 2), op(None, 0)]),

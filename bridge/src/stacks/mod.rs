@@ -9,6 +9,7 @@ pub mod args;
 pub mod names;
 pub mod position;
 pub mod ranks;
+pub mod state;
 pub mod tree;
 
 pub use names::{canonical, classify, CallClass, Collective, Completion};

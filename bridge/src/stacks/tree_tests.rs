@@ -76,6 +76,7 @@ pub(crate) fn process(rank: i32, threads: Vec<ThreadStack>) -> ProcessSnapshot {
         executable: APP.into(),
         dll: None,
         error: None,
+        queues_missing: None,
         messages: vec![],
         communicators: vec![Communicator {
             id: "0".into(),
