@@ -97,7 +97,19 @@ typedef struct mpiq_target {
      * counted) of thread `thread` (its "tid" there): integers sign-extended
      * to 64 bits, pointers as they are; and return MPIQ_OK. MPIQ_NOT_FOUND
      * (or NULL): no such name there, or optimised out. Asked only with
-     * --stacks, for the frames of MPI calls. */
+     * --stacks, for the frames of MPI calls.
+     * A `name` starting with '$' names a register of that frame, as the
+     * host's unwinder recovered it for that frame (an inlined frame has the
+     * registers of the frame it is inlined into): "$sp" (the frame's stack
+     * pointer: the canonical frame address of the next inner frame), "$pc"
+     * (a return address in callers, as `stacks` gives it), and on x86-64
+     * the callee-saved "$rbx", "$rbp", "$r12", "$r13", "$r14", "$r15". A
+     * host may also answer the other general registers by name ("$rax",
+     * "$rsp", "$rip", ...), but a caller-saved one only where it was really
+     * restored (the innermost frame, a frame a signal interrupted). A
+     * register the unwinder did not recover for that frame (a caller-saved
+     * one in a caller, "<not saved>", unknown), or a name the host does not
+     * know: MPIQ_NOT_FOUND, never a guess. */
     int (*frame_value)(void *ctx, uint64_t thread, uint32_t frame, const char *name, uint64_t *value);
 } mpiq_target;
 

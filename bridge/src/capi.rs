@@ -58,7 +58,9 @@ pub struct mpiq_target {
     pub identity: Option<unsafe extern "C" fn(*mut c_void, *mut c_char, u64) -> c_int>,
     /// Since version 3; NULL: no stacks.
     pub stacks: Option<unsafe extern "C" fn(*mut c_void, *mut *const c_char) -> c_int>,
-    /// Since version 4; NULL: no values of frames.
+    /// Since version 4; NULL: no values of frames. Names are passed as
+    /// they are: a `$` name is a register of the frame (`$sp`, `$pc`,
+    /// `$rbx`, …: [`Target::frame_value`]), which the host answers or not.
     pub frame_value: Option<unsafe extern "C" fn(*mut c_void, u64, u32, *const c_char, *mut u64) -> c_int>,
 }
 

@@ -180,8 +180,10 @@ impl<M: Memory> Target for Process<M> {
 
     /// Evaluated from the DWARF of the frame's function with the registers
     /// the unwinder recovered for that frame (`cli/src/unwind/values.rs`);
-    /// frames are those of the last [`Target::stacks`] (unwound now if
-    /// there was none).
+    /// a `$` name is one of those registers itself (`$sp`, `$pc`, `$rbx`,
+    /// …; any x86_64 general register by name, `None` where the CFI did not
+    /// recover it). Frames are those of the last [`Target::stacks`]
+    /// (unwound now if there was none).
     fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
         if self.unwound.is_none() {
             self.unwound = Some(crate::unwind::with_shared(|u| u.process_stacks(self)));

@@ -2,7 +2,8 @@
 //! in the frames of a stopped process (fixtures/values.c, built -O0 -g and
 //! -O2 -g) and of its `gcore` core file, checked against what the program
 //! printed and, frame by frame, against gdb's `bt full` of the same
-//! process.
+//! process; and the registers of each frame (`$sp`, `$pc`, the
+//! callee-saved ones) against gdb's and the gdb shim's.
 
 mod common;
 
@@ -184,6 +185,89 @@ fn compare_with_gdb(t: &mut dyn Target, tid: u64, ours: &[String], gdb: &[(Strin
     assert!(compared >= 15, "{what}: only {compared} values compared: {gdb:?}");
 }
 
+/// The registers of every frame (`$` names) are gdb's wherever gdb has a
+/// value: `$sp`, `$pc` and the callee-saved ones, read by gdb itself and
+/// by the gdb shim's `frame_value`; the caller-saved `$rax` is given in
+/// frame 0 only (as gdb has it there) and never in a caller (gdb's own
+/// unwinder takes it as unchanged there; neither mpiq nor the shim give
+/// it). An inlined frame has the registers of the frame it is inlined into.
+fn compare_registers_with_gdb(
+    t: &mut dyn Target,
+    tid: u64,
+    ours: &[String],
+    gdb: &[common::GdbFrameRegisters],
+    what: &str,
+) {
+    let stacks = t.stacks().unwrap().expect("stacks");
+    let inlined: Vec<bool> = stacks
+        .iter()
+        .find(|s| s.tid == tid)
+        .expect("main thread")
+        .frames
+        .iter()
+        .map(|f| f.inlined)
+        .collect();
+    let mut compared = 0;
+    let mut all: Vec<HashMap<&str, Option<u64>>> = Vec::new();
+    for (i, frame) in gdb.iter().enumerate() {
+        assert_eq!(ours.get(i), Some(&frame.function), "{what}: frame {i}: {ours:?}");
+        let mut mine = HashMap::new();
+        for name in common::REGISTERS {
+            let got = t.frame_value(tid, i as u32, &format!("${name}")).unwrap();
+            mine.insert(name, got);
+            let theirs = frame.gdb[name];
+            assert_eq!(
+                frame.shim[name], theirs,
+                "{what}: the gdb shim's ${name} in frame {i} ({}) vs gdb's",
+                frame.function
+            );
+            match theirs {
+                Some(want) => {
+                    assert_eq!(
+                        got,
+                        Some(want),
+                        "{what}: ${name} in frame {i} ({}), gdb {want:#x}",
+                        frame.function
+                    );
+                    compared += 1;
+                }
+                None => eprintln!("{what}: gdb has no ${name} in frame {i}; mpiq: {got:x?}"),
+            }
+        }
+        let rax = t.frame_value(tid, i as u32, "$rax").unwrap();
+        if i == 0 {
+            assert_eq!(rax, frame.gdb["rax"], "{what}: $rax in frame 0");
+            assert!(rax.is_some(), "{what}: frame 0 has every register");
+            assert_eq!(frame.shim["rax"], rax, "{what}: the gdb shim's $rax in frame 0");
+        } else {
+            assert_eq!(rax, None, "{what}: caller-saved $rax in frame {i} ({})", frame.function);
+            assert_eq!(frame.shim["rax"], None, "{what}: the gdb shim's $rax in frame {i}");
+        }
+        all.push(mine);
+    }
+    // The fixture's own frames all have their stack pointer, pc and frame
+    // pointer; an inlined frame shares its registers with the next.
+    for (i, regs) in all.iter().enumerate() {
+        if ours[i].starts_with("fv_") || ours[i] == "main" {
+            for name in ["sp", "pc", "rbp"] {
+                assert!(regs[name].is_some(), "{what}: ${name} in frame {i} ({})", ours[i]);
+            }
+        }
+        if inlined.get(i) == Some(&true) {
+            assert_eq!(Some(regs), all.get(i + 1), "{what}: inlined frame {i} ({})", ours[i]);
+        }
+    }
+    assert!(
+        inlined.iter().any(|&x| x),
+        "{what}: no inlined frame to check: {ours:?}"
+    );
+    assert!(compared >= 8 * 6, "{what}: only {compared} registers compared");
+    // Not registers: no value.
+    for name in ["$", "$eax", "$xmm0", "$no_such"] {
+        assert_eq!(t.frame_value(tid, 1, name).unwrap(), None, "{what}: {name}");
+    }
+}
+
 fn live_and_core(opt: &str) {
     if !tools_present() {
         return;
@@ -202,12 +286,16 @@ fn live_and_core(opt: &str) {
     assert_running(pid);
     let gdb = gdb_frames(pid);
     assert_running(pid);
+    let gdb_registers = common::gdb_frame_registers(pid);
+    assert_running(pid);
     {
         let mut p = mpiq_cli::LiveProcess::attach(pid).unwrap();
         let block = frame_of(&names, "fv_block", 0);
         // Without stacks() first.
         assert_eq!(p.frame_value(tid, block, "tag").unwrap(), Some(printed["tag"]));
+        assert!(p.frame_value(tid, block, "$sp").unwrap().is_some());
         compare_with_gdb(&mut p, tid, &names, &gdb, &what);
+        compare_registers_with_gdb(&mut p, tid, &names, &gdb_registers, &what);
     }
     assert_running(pid);
 
@@ -218,6 +306,7 @@ fn live_and_core(opt: &str) {
     let core_names = check_values(&mut c, tid, &printed, &what);
     assert_eq!(core_names, names, "core vs live stacks");
     compare_with_gdb(&mut c, tid, &names, &gdb, &what);
+    compare_registers_with_gdb(&mut c, tid, &names, &gdb_registers, &what);
 }
 
 #[test]

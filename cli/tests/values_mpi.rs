@@ -6,10 +6,14 @@
 //! `count` 1, and `source` 0 and `tag` 3 where the DWARF has them (MPICH;
 //! Open MPI's `PMPI_Recv` has them only as entry values, which its `-O0`
 //! caller cannot give: then nothing, never a wrong value). Every number
-//! gdb prints for the same frames (`info args`) is what mpiq reads.
+//! gdb prints for the same frames (`info args`) is what mpiq reads, and
+//! the registers (`$sp`, `$pc`, the callee-saved ones) of the frames
+//! outside the MPI call are gdb's and the gdb shim's.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+mod common;
 
 use mpiq::Target;
 use mpiq_tests::run::run;
@@ -105,6 +109,58 @@ fn same_as_gdb(pid: u32, function: &str, what: &str) {
     p.detach().unwrap();
 }
 
+/// `$sp`, `$pc` and the callee-saved registers mpiq reads in the frames
+/// outside the MPI call (from `outer` on: the frames inside MPI's progress
+/// loop change between two looks, these do not), and `$rax` there.
+type Registers = Vec<(String, std::collections::HashMap<&'static str, Option<u64>>)>;
+
+fn registers_from(p: &mut dyn Target, pid: u32, names: &[String], outer: usize) -> Registers {
+    (outer..names.len())
+        .map(|j| {
+            let regs = common::REGISTERS
+                .iter()
+                .chain(&["rax"])
+                .map(|&r| (r, value(p, pid, j, &format!("${r}"))))
+                .collect();
+            (names[j].clone(), regs)
+        })
+        .collect()
+}
+
+/// The registers of the outer frames (`ours`, aligned on the outermost
+/// frame) are gdb's and the gdb shim's wherever gdb has one; no caller has
+/// a `$rax`.
+fn same_registers_as_gdb(pid: u32, ours: &Registers, what: &str) {
+    assert!(!ours.is_empty(), "{what}: no frames outside the call");
+    let gdb = common::gdb_frame_registers(pid as i32);
+    // gdb's stack ends at `main` (`backtrace past-main` is off), mpiq's at
+    // `_start`: aligned on the innermost frame outside the call.
+    let skip = gdb
+        .iter()
+        .position(|f| f.function == ours[0].0)
+        .unwrap_or_else(|| panic!("{what}: no {} in gdb's {gdb:x?}", ours[0].0));
+    let mut compared = 0;
+    for ((function, regs), theirs) in ours.iter().zip(&gdb[skip..]) {
+        assert_eq!(function, &theirs.function, "{what}: {ours:x?} vs gdb {gdb:x?}");
+        for name in common::REGISTERS {
+            assert_eq!(
+                theirs.shim[name], theirs.gdb[name],
+                "{what}: shim ${name} in {function}"
+            );
+            if let Some(want) = theirs.gdb[name] {
+                assert_eq!(regs[name], Some(want), "{what}: ${name} in {function}, gdb {want:#x}");
+                compared += 1;
+            } else {
+                eprintln!("{what}: gdb has no ${name} in {function}; mpiq {:x?}", regs[name]);
+            }
+        }
+        assert_eq!(regs["rax"], None, "{what}: caller-saved $rax in {function}");
+        assert_eq!(theirs.shim["rax"], None, "{what}: the shim's $rax in {function}");
+    }
+    eprintln!("{what}: {compared} registers of {} outer frames as gdb's", ours.len());
+    assert!(compared >= 8, "{what}: only {compared} registers compared");
+}
+
 fn check(mpi: Mpi) {
     gdb::require_ptrace();
     let example = Example::BarrierVsRecv;
@@ -137,9 +193,14 @@ fn check(mpi: Mpi) {
                     None => eprintln!("{what}: no MPIR_Barrier_impl frame this time: {names:?}"),
                 }
             }
+            let outer = (i..names.len())
+                .find(|&j| !matches!(names[j].as_str(), "MPI_Barrier" | "PMPI_Barrier"))
+                .unwrap_or(names.len());
+            let registers = registers_from(&mut p, pid, &names, outer);
             p.detach().unwrap();
             assert!(Job::is_running(pid));
             same_as_gdb(pid, &names[i], &what);
+            same_registers_as_gdb(pid, &registers, &what);
             continue;
         }
         let is_recv = |n: &str| matches!(n, "MPI_Recv" | "PMPI_Recv" | "internal_Recv");
@@ -189,8 +250,11 @@ fn check(mpi: Mpi) {
                 }
             }
         }
+        let outer = frames.last().map_or(first, |&j| j + 1);
+        let registers = registers_from(&mut p, pid, &names, outer);
         p.detach().unwrap();
         assert!(Job::is_running(pid));
+        same_registers_as_gdb(pid, &registers, &what);
         if pml.is_some() {
             same_as_gdb(pid, "mca_pml_ob1_recv", &what);
         }

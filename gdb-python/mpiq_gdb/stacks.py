@@ -80,11 +80,71 @@ _MASK = (1 << 64) - 1
 _INTEGERS = (gdb.TYPE_CODE_INT, gdb.TYPE_CODE_ENUM, gdb.TYPE_CODE_BOOL, gdb.TYPE_CODE_CHAR)
 
 
+# The registers a `$` name may ask for, by gdb's name for them: `sp` and
+# `pc` in any architecture, the general registers of x86-64.
+_REGISTERS = {
+    "sp": "sp",
+    "pc": "pc",
+    "rsp": "rsp",
+    "rip": "rip",
+    "rbx": "rbx",
+    "rbp": "rbp",
+    "r12": "r12",
+    "r13": "r13",
+    "r14": "r14",
+    "r15": "r15",
+    "rax": "rax",
+    "rcx": "rcx",
+    "rdx": "rdx",
+    "rsi": "rsi",
+    "rdi": "rdi",
+    "r8": "r8",
+    "r9": "r9",
+    "r10": "r10",
+    "r11": "r11",
+}
+# Caller-saved: gdb's DWARF unwinder takes a register the CFI does not
+# mention as unchanged in the caller, which for these is wrong.
+_CALLER_SAVED = frozenset(("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11"))
+
+
+def _restores_all(frame):
+    """Whether `frame`'s registers are all known: it is the innermost
+    concrete frame (only inlined frames are newer), or the frame a signal
+    interrupted (the signal frame restores every register)."""
+    newer = frame.newer()
+    while newer is not None and newer.type() == gdb.INLINE_FRAME:
+        newer = newer.newer()
+    return newer is None or newer.type() == gdb.SIGTRAMP_FRAME
+
+
+def _register(frame, name):
+    """Register `$name` (`name` without the `$`) of `frame` as gdb's
+    unwinder recovered it, as an unsigned 64-bit number; None: not a
+    register asked for, not saved, unavailable, or a caller-saved one in a
+    frame that does not restore it."""
+    regname = _REGISTERS.get(name)
+    if regname is None:
+        return None
+    try:
+        if regname in _CALLER_SAVED and not _restores_all(frame):
+            return None
+        value = frame.read_register(regname)
+        if value.is_optimized_out or getattr(value, "is_unavailable", False):
+            return None  # <not saved>, <unavailable>
+        return int(value.cast(gdb.lookup_type("unsigned long"))) & _MASK
+    except (gdb.error, ValueError, RuntimeError):
+        return None
+
+
 def frame_value(inferior, tid, index, name):
     """The value of `name` in frame `index` (counted as `_thread` lists
     them: inlined frames too) of the thread whose tid is `tid`, as an
     unsigned 64-bit number (integers sign-extended, pointers as they are);
     None: no such thread, frame or name, optimised out, or not a number.
+    A name starting with `$` is a register of that frame (`$sp`, `$pc`,
+    `$rbx`, ...: `_register`); an inlined frame has the registers of the
+    frame it is inlined into, as gdb gives them.
     The thread becomes the selected one (the caller restores the selection)."""
     thread = next((t for t in inferior.threads() if (t.ptid[1] or t.num) == tid), None)
     if thread is None:
@@ -97,6 +157,8 @@ def frame_value(inferior, tid, index, name):
         frame = frame.older()
     if frame is None:
         return None
+    if name.startswith("$"):
+        return _register(frame, name[1:])
     try:
         value = frame.read_var(name)
     except ValueError:  # no such variable in this frame

@@ -114,7 +114,9 @@ mod bridge {
         /// frames counted, as `frame_*` count them) of the thread whose id
         /// is `tid`: integers sign-extended, pointers as they are; false if
         /// there is no such thread, frame or name, or it is optimised out or
-        /// not a number.
+        /// not a number. A `$` name is a register of the frame as LLDB's
+        /// unwinder recovered it (`$sp`, `$pc`, `$rbx`, …), false where it
+        /// did not.
         fn frame_value(self: &TargetHost, tid: u64, frame: u32, name: &str, value: &mut u64) -> bool;
     }
 }

@@ -500,7 +500,45 @@ bool TargetHost::frame_inlined(uint32_t thread, uint32_t frame) const {
   return process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame).IsInlined();
 }
 
-// A parameter's or variable's value, for the arguments of MPI calls.
+namespace {
+
+// The registers a `$` name may ask for besides `$sp` and `$pc`: x86-64's
+// general registers.
+const char *const kRegisters[] = {"rsp", "rip", "rax", "rbx", "rcx", "rdx",
+                                  "rsi", "rdi", "rbp", "r8",  "r9",  "r10",
+                                  "r11", "r12", "r13", "r14", "r15"};
+
+// Register `name` (without its `$`) of `f` as LLDB's unwinder recovered it
+// for that frame (an inlined frame has the registers of the frame it is
+// inlined into); false if it did not (LLDB gives no caller-saved register
+// in a caller unless a signal frame restored it) or the name is not one.
+bool frame_register(lldb::SBFrame &f, const std::string &name,
+                    uint64_t &value) {
+  if (name == "sp" || name == "pc") {
+    lldb::addr_t v = name == "sp" ? f.GetSP() : f.GetPC();
+    if (v == LLDB_INVALID_ADDRESS)
+      return false;
+    value = v;
+    return true;
+  }
+  bool known = false;
+  for (const char *r : kRegisters)
+    known = known || name == r;
+  if (!known)
+    return false;
+  lldb::SBValue v = f.FindRegister(name.c_str());
+  // Not recovered: valid, but its error says it cannot be read.
+  if (!v.IsValid() || v.GetError().Fail() || v.GetValue() == nullptr)
+    return false;
+  lldb::SBError error;
+  value = v.GetValueAsUnsigned(error);
+  return error.Success();
+}
+
+} // namespace
+
+// A parameter's or variable's value, for the arguments of MPI calls; a `$`
+// name is a register of the frame.
 bool TargetHost::frame_value(uint64_t tid, uint32_t frame, rust::Str name,
                              uint64_t &value) const {
   try {
@@ -511,6 +549,8 @@ bool TargetHost::frame_value(uint64_t tid, uint32_t frame, rust::Str name,
     if (!f.IsValid())
       return false;
     std::string wanted(name);
+    if (!wanted.empty() && wanted[0] == '$')
+      return frame_register(f, wanted.substr(1), value);
     lldb::SBValue v = f.FindVariable(wanted.c_str());
     // Optimised out: valid, but its error says "variable not available".
     if (!v.IsValid() || v.GetError().Fail() || v.GetValue() == nullptr)

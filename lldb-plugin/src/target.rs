@@ -97,7 +97,11 @@ impl Target for LldbTarget {
     }
 
     /// LLDB counts frames as [`LldbTarget::stacks`] lists them (inlined
-    /// frames too: `GetFrameAtIndex`).
+    /// frames too: `GetFrameAtIndex`, which gives an inlined frame the
+    /// registers of the frame it is inlined into). `$` names are registers:
+    /// `SBFrame::GetSP`/`GetPC` for `$sp`/`$pc`, `FindRegister` for the
+    /// others, whose unreadable values (LLDB gives no caller-saved register
+    /// in a caller) are `None`.
     fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
         self.check_interrupt()?;
         let mut value = 0;

@@ -221,7 +221,7 @@ impl Target for Cached<'_> {
     fn stacks(&mut self) -> Result<Option<Vec<crate::snapshot::model::ThreadStack>>, TargetError> {
         self.host.stacks()
     }
-    /// Never cached: it is memory.
+    /// Never cached: it is memory, or a register (`$` names) of a frame.
     fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
         self.host.frame_value(thread, frame, name)
     }

@@ -197,6 +197,20 @@ pub trait Target {
     /// integers sign-extended to 64 bits, pointers as they are. `Ok(None)`
     /// (the default): no such name there, optimised out, or this host gives
     /// no values. Never cached: it is memory.
+    ///
+    /// A `name` starting with `$` names a register of that frame, as the
+    /// host's unwinder recovered it for that frame (an inlined frame has the
+    /// registers of the frame it is inlined into): `$sp` (the frame's stack
+    /// pointer, which is the canonical frame address of the next inner
+    /// frame), `$pc` (a return address in callers, as [`Target::stacks`]
+    /// gives it), and on x86-64 the callee-saved `$rbx`, `$rbp`, `$r12`,
+    /// `$r13`, `$r14`, `$r15`. A host may also answer the other general
+    /// registers by their names (`$rax`, `$rsp`, `$rip`, …), but a
+    /// caller-saved one only where it was really restored (the innermost
+    /// frame, a frame a signal interrupted). A register the unwinder did not
+    /// recover for that frame (a caller-saved one in a caller, `<not
+    /// saved>`, unknown), or a name the host does not know: `Ok(None)`,
+    /// never a guess.
     fn frame_value(&mut self, _thread: u64, _frame: u32, _name: &str) -> Result<Option<u64>, TargetError> {
         Ok(None)
     }

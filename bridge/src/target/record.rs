@@ -74,8 +74,9 @@ pub struct Recording {
     /// `Target::stacks` (only with `--stacks`; older recordings have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks: Option<Vec<ThreadStack>>,
-    /// `Target::frame_value` answers, keyed `"<tid>/<frame>/<name>"` (older
-    /// recordings have none: replayed as `None`).
+    /// `Target::frame_value` answers, keyed `"<tid>/<frame>/<name>"`,
+    /// registers (`$` names) like variables (older recordings have none:
+    /// replayed as `None`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub frame_values: BTreeMap<String, Option<u64>>,
 }
@@ -536,7 +537,11 @@ mod tests {
             ByteOrder::Little
         }
         fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
-            Ok((name == "comm").then_some(thread * 100 + u64::from(frame)))
+            Ok(match name {
+                "comm" => Some(thread * 100 + u64::from(frame)),
+                "$sp" => Some(0x7ff0_0000 + u64::from(frame)),
+                _ => None,
+            })
         }
     }
 
@@ -546,13 +551,21 @@ mod tests {
         let mut rec = Recorder::new(&mut small);
         assert_eq!(rec.frame_value(7, 3, "comm").unwrap(), Some(703));
         assert_eq!(rec.frame_value(7, 3, "tag").unwrap(), None);
+        // Registers are names like any other.
+        assert_eq!(rec.frame_value(7, 3, "$sp").unwrap(), Some(0x7ff0_0003));
+        assert_eq!(rec.frame_value(7, 3, "$rax").unwrap(), None);
         let r = rec.finish();
         assert_eq!(r.frame_values.get("7/3/comm"), Some(&Some(703)));
+        assert_eq!(r.frame_values.get("7/3/$sp"), Some(&Some(0x7ff0_0003)));
+        assert_eq!(r.frame_values.get("7/3/$rax"), Some(&None));
         let text = serde_json::to_string(&r).unwrap();
         let mut replay = Replay::new(serde_json::from_str(&text).unwrap()).unwrap();
         assert_eq!(replay.frame_value(7, 3, "comm").unwrap(), Some(703));
         assert_eq!(replay.frame_value(7, 3, "tag").unwrap(), None);
         assert_eq!(replay.frame_value(7, 4, "comm").unwrap(), None, "never asked");
+        assert_eq!(replay.frame_value(7, 3, "$sp").unwrap(), Some(0x7ff0_0003));
+        assert_eq!(replay.frame_value(7, 3, "$rax").unwrap(), None);
+        assert_eq!(replay.frame_value(7, 4, "$sp").unwrap(), None, "never asked");
         let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
         old.as_object_mut().unwrap().remove("frame_values");
         let mut replay = Replay::new(serde_json::from_value(old).unwrap()).unwrap();

@@ -376,7 +376,9 @@ impl Unwinder {
 
 impl Unwinder {
     /// The value of `name` in frame `frame` of `stack` (one of this
-    /// unwinder's stacks), read through `mem`: see [`values`].
+    /// unwinder's stacks), read through `mem`: see [`values`]. A name
+    /// starting with `$` is a register of that frame as this unwinder
+    /// recovered it (`$sp`, `$pc`, `$rbx`, …: [`values::register`]).
     pub fn frame_value(
         &self,
         stack: &ThreadStack,
@@ -384,6 +386,16 @@ impl Unwinder {
         name: &str,
         mem: &dyn Memory,
     ) -> Result<Option<u64>, mpiq::TargetError> {
+        if let Some(register) = name.strip_prefix('$') {
+            // A frame-pointer step at or inside this frame only assumed
+            // the callee-saved registers unchanged.
+            let by_frame_pointer = stack
+                .frames
+                .iter()
+                .take(frame.saturating_add(1))
+                .any(|f| f.how == How::FramePointer);
+            return Ok(values::register(&stack.states, frame, register, by_frame_pointer));
+        }
         values::frame_value(self, &stack.states, frame, name, mem)
     }
 }

@@ -160,6 +160,50 @@ pub(crate) fn frame_value(
     .map(|v| scalar.fit(v)))
 }
 
+/// DWARF numbers of the x86_64 registers a `$` name may ask for
+/// ([`register`]): `$sp` and `$pc` are `$rsp` and `$rip`.
+const REGISTER_NAMES: [(&str, usize); 19] = [
+    ("rax", 0),
+    ("rdx", 1),
+    ("rcx", 2),
+    ("rbx", 3),
+    ("rsi", 4),
+    ("rdi", 5),
+    ("rbp", 6),
+    ("rsp", 7),
+    ("sp", 7),
+    ("r8", 8),
+    ("r9", 9),
+    ("r10", 10),
+    ("r11", 11),
+    ("r12", 12),
+    ("r13", 13),
+    ("r14", 14),
+    ("r15", 15),
+    ("rip", 16),
+    ("pc", 16),
+];
+
+/// Callee-saved registers other than the stack and frame pointers, which a
+/// frame-pointer step copies into the caller on the guess that the callee
+/// left them alone.
+const GUESSED_BY_FRAME_POINTER: [usize; 5] = [3, 12, 13, 14, 15];
+
+/// Register `$name` (`name` without the `$`) of frame `index` of `frames`,
+/// as the unwinder recovered it for that frame (inlined frames share their
+/// physical frame's): `None` for a register it did not recover (a
+/// caller-saved one in a caller, unless a signal frame restored it), an
+/// unknown name, or a callee-saved one that a frame-pointer step at or
+/// inside this frame only assumed unchanged (`by_frame_pointer`).
+pub(crate) fn register(frames: &[FrameState], index: usize, name: &str, by_frame_pointer: bool) -> Option<u64> {
+    let f = frames.get(index)?;
+    let &(_, r) = REGISTER_NAMES.iter().find(|(n, _)| *n == name)?;
+    if by_frame_pointer && GUESSED_BY_FRAME_POINTER.contains(&r) {
+        return None;
+    }
+    f.regs.get(r).copied().flatten()
+}
+
 /// The unit addr2line found for `svma` (the one its DIE offsets are in).
 fn unit_at(ctx: &addr2line::Context<R>, svma: u64) -> Option<UnitRef<'_, R>> {
     ctx.find_dwarf_and_unit(svma).skip_all_loads()
@@ -420,7 +464,9 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let names = ["me", "u", "local", "sp", "x", "self", "f", "regs", "buf", "no_such"];
+        let names = [
+            "me", "u", "local", "sp", "x", "self", "f", "regs", "buf", "no_such", "$sp", "$rbx", "$rax", "$", "$$",
+        ];
         let mut answered = 0;
         for round in 0..150 {
             let mut regs: Regs = [None; 17];
@@ -448,6 +494,46 @@ mod tests {
             }
         }
         eprintln!("{answered} answers");
+    }
+
+    #[test]
+    fn registers_by_name() {
+        let mut regs: Regs = [None; 17];
+        for (r, slot) in regs.iter_mut().enumerate() {
+            *slot = Some(100 + r as u64);
+        }
+        regs[0] = None;
+        let state = FrameState {
+            regs,
+            cfa: None,
+            object: None,
+            bias: 0,
+            probe: 0,
+            pc: 116,
+            die: None,
+            function_die: None,
+            raw: 0,
+        };
+        let frames = [state];
+        let get = |name: &str, fp: bool| register(&frames, 0, name, fp);
+        assert_eq!(get("sp", false), Some(107));
+        assert_eq!(get("rsp", false), Some(107));
+        assert_eq!(get("pc", false), Some(116));
+        assert_eq!(get("rip", false), Some(116));
+        assert_eq!(get("rbx", false), Some(103));
+        assert_eq!(get("rbp", false), Some(106));
+        assert_eq!(get("r12", false), Some(112));
+        assert_eq!(get("r15", false), Some(115));
+        assert_eq!(get("rax", false), None, "not recovered");
+        assert_eq!(get("eax", false), None, "not a name");
+        assert_eq!(get("RBX", false), None, "not a name");
+        assert_eq!(get("", false), None);
+        // Assumed unchanged by a frame-pointer step: not given.
+        assert_eq!(get("rbx", true), None);
+        assert_eq!(get("r13", true), None);
+        assert_eq!(get("rbp", true), Some(106));
+        assert_eq!(get("sp", true), Some(107));
+        assert_eq!(register(&frames, 1, "sp", false), None, "no such frame");
     }
 
     #[test]

@@ -362,3 +362,102 @@ pub fn build_fixture(name: &str, flags: &[&str]) -> Exe {
     assert!(r.success, "gcc failed:\n{r}");
     Exe { dir, exe }
 }
+
+/// The registers `$` names ask for in the comparisons with gdb: the stack
+/// pointer, the pc and x86-64's callee-saved registers.
+pub const REGISTERS: [&str; 8] = ["sp", "pc", "rbx", "rbp", "r12", "r13", "r14", "r15"];
+
+/// One frame of gdb's stack with its registers.
+#[derive(Clone, Debug)]
+pub struct GdbFrameRegisters {
+    /// The function (`??` if gdb names none).
+    pub function: String,
+    /// gdb's own `Frame.read_register` of each of [`REGISTERS`] and `rax`:
+    /// `None` where gdb has no value (`<not saved>`, unavailable).
+    pub gdb: std::collections::HashMap<String, Option<u64>>,
+    /// What the gdb shim (gdb-python/mpiq_gdb/stacks.py `frame_value`)
+    /// answers for the same registers as `$` names.
+    pub shim: std::collections::HashMap<String, Option<u64>>,
+}
+
+/// Every frame of the main thread of `pid` (gdb's numbering: inlined
+/// frames counted, as `Target::stacks`), innermost first, with its
+/// registers from gdb and from the gdb shim's `frame_value`.
+pub fn gdb_frame_registers(pid: i32) -> Vec<GdbFrameRegisters> {
+    let shim_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gdb-python");
+    let names: Vec<&str> = REGISTERS.iter().copied().chain(["rax"]).collect();
+    let script = std::env::temp_dir().join(format!("mpiq-registers-{}-{pid}.py", std::process::id()));
+    std::fs::write(
+        &script,
+        format!(
+            r#"import sys
+sys.path.insert(0, {dir:?})
+import gdb
+from mpiq_gdb import stacks
+
+NAMES = {names:?}
+inferior = gdb.selected_inferior()
+thread = gdb.selected_thread()
+tid = thread.ptid[1] or thread.num
+
+
+def raw(frame, name):
+    try:
+        value = frame.read_register(name)
+        if value.is_optimized_out:
+            return "-"
+        return hex(int(value.cast(gdb.lookup_type("unsigned long"))) & ((1 << 64) - 1))
+    except gdb.error:
+        return "-"
+
+
+rows = []
+frame = gdb.newest_frame()
+while frame is not None and len(rows) < 256:
+    rows.append((frame.name() or "??", " ".join(f"{{n}}={{raw(frame, n)}}" for n in NAMES)))
+    try:
+        frame = frame.older()
+    except gdb.error:
+        frame = None
+for i, (function, regs) in enumerate(rows):
+    shim = []
+    for n in NAMES:
+        v = stacks.frame_value(inferior, tid, i, "$" + n)
+        shim.append(f"shim.{{n}}=" + ("-" if v is None else hex(v)))
+    print("REGS", i, function, regs, " ".join(shim))
+"#,
+            dir = shim_dir.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let r = run(Command::new("gdb")
+        .args(["-nx", "-batch", "-p", &pid.to_string(), "-ex", "set width 0", "-x"])
+        .arg(&script));
+    let _ = std::fs::remove_file(&script);
+    let value = |v: &str| match v {
+        "-" => None,
+        hex => Some(u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap_or_else(|_| panic!("{hex}"))),
+    };
+    let frames: Vec<GdbFrameRegisters> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("REGS "))
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            let _index = words.next();
+            let function = words.next().unwrap_or("??").to_string();
+            let mut gdb = std::collections::HashMap::new();
+            let mut shim = std::collections::HashMap::new();
+            for w in words {
+                let (k, v) = w.split_once('=').unwrap_or_else(|| panic!("{l}"));
+                match k.strip_prefix("shim.") {
+                    Some(k) => shim.insert(k.to_string(), value(v)),
+                    None => gdb.insert(k.to_string(), value(v)),
+                };
+            }
+            GdbFrameRegisters { function, gdb, shim }
+        })
+        .collect();
+    assert!(!frames.is_empty(), "gdb gave no registers:\n{r}");
+    frames
+}
