@@ -22,7 +22,8 @@ pub const DEFAULT_EXAMPLE_LIFETIME_SECS: u64 = 600;
 /// Environment variable prefixes the harness removes from the starter's environment, so that
 /// a job never joins or inherits settings of an MPI job the tests themselves run under.
 /// Use [`JobBuilder::env`] to set MCA parameters or CVARs on purpose.
-pub const SCRUBBED_ENV_PREFIXES: &[&str] = &["OMPI_", "PMIX_", "PMI_", "HYDRA_", "MPIEXEC_"];
+/// (`PRTE_` is Open MPI 5's runtime, PRRTE, whose `prterun` reads `PRTE_MCA_*`.)
+pub const SCRUBBED_ENV_PREFIXES: &[&str] = &["OMPI_", "PRTE_", "PMIX_", "PMI_", "HYDRA_", "MPIEXEC_"];
 
 /// One rank of a ready job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -232,10 +233,13 @@ impl JobBuilder {
                 cmd.env_remove(&key);
             }
         }
-        if matches!(self.mpi, Mpi::OpenMpi | Mpi::Mpich) {
-            // The executables carry a RUNPATH to their MPI's lib/, which LD_LIBRARY_PATH would
-            // override: make sure an inherited one cannot send a rank to another libmpi.
-            let mut path = OsString::from(self.mpi.prefix().join("lib"));
+        {
+            // The test bed's and the wheels' executables carry a RUNPATH to their MPI's lib/,
+            // which LD_LIBRARY_PATH would override, and Debian's rely on the default search
+            // path, which it precedes: make sure an inherited one (say, pointing at the test
+            // bed's MPICH, whose libmpich.so.12 Debian's executables would take) cannot send
+            // a rank, or the starter, to another MPI's libraries.
+            let mut path = OsString::from(self.mpi.library_dir());
             if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
                 path.push(":");
                 path.push(old);
@@ -474,7 +478,8 @@ impl Job {
         self.nprocs
     }
 
-    /// Pid of the starter (`mpirun` / `mpiexec`), the leader of the job's process group.
+    /// Pid of the starter (`mpirun` / `mpiexec`; Open MPI 5's `mpirun` becomes `prterun`),
+    /// the leader of the job's process group.
     pub fn starter_pid(&self) -> u32 {
         self.starter_pid
     }

@@ -8,8 +8,10 @@ pub const TESTBED_ENV: &str = "MPIQ_TESTBED";
 /// One MPI implementation: its compiler wrapper, its starter and its message-queue debug library.
 ///
 /// [`Mpi::all`] lists the two test-bed MPIs that `scripts/testbed` builds from source with
-/// debug info. [`Mpi::DebianOpenMpi`] is the distribution's stripped Open MPI, kept apart for
-/// error-case tests (its `libmpi.so` has no debug info, so MQD cannot work with it).
+/// debug info. [`Mpi::packaged`] lists four MPIs as users install them, with no debug info and
+/// so no readable message queues: Debian's Open MPI and MPICH (apt) and the PyPI wheels of
+/// Open MPI 5.0.10 and MPICH 4.3.2 (each in its own venv under the test bed). `scripts/testbed`
+/// installs all six.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mpi {
     /// Open MPI 4.1.4 from the test bed (`<testbed>/openmpi-4.1.4`).
@@ -19,6 +21,17 @@ pub enum Mpi {
     /// Debian's own Open MPI (`/usr/bin/mpicc.openmpi`, `/usr/bin/mpirun.openmpi`): stripped,
     /// for tests of what mpiq says when an MPI has no debug info. Not in [`Mpi::all`].
     DebianOpenMpi,
+    /// Debian's own MPICH (packages `mpich`, `libmpich-dev`; 4.0.2, `ch4:ucx` on Debian 12):
+    /// `/usr/bin/mpicc.mpich`, `/usr/bin/mpiexec.mpich`, `libmpich.so.12`. Stripped, and
+    /// without MPICH's debug library (`libtvmpich.so`). In [`Mpi::packaged`].
+    DebianMpich,
+    /// The PyPI wheel `openmpi==5.0.10` in the venv `<testbed>/pypi-openmpi-5.0.10`: Open MPI
+    /// 5 (PRRTE's `prterun` behind `bin/mpirun`), no debug info, no `libompi_dbg_msgq.so`.
+    /// In [`Mpi::packaged`].
+    PypiOpenMpi,
+    /// The PyPI wheel `mpich==4.3.2` in the venv `<testbed>/pypi-mpich-4.3.2`: MPICH 4.3.2
+    /// (`ch4:ucx,ofi`, hydra), no debug info, no `libtvmpich.so`. In [`Mpi::packaged`].
+    PypiMpich,
 }
 
 impl Mpi {
@@ -27,19 +40,37 @@ impl Mpi {
         [Mpi::OpenMpi, Mpi::Mpich]
     }
 
+    /// The four packaged MPIs (no debug info, no readable message queues): Debian's Open MPI
+    /// and MPICH, and the PyPI wheels of Open MPI 5.0.10 and MPICH 4.3.2.
+    pub const fn packaged() -> [Mpi; 4] {
+        [Mpi::DebianOpenMpi, Mpi::DebianMpich, Mpi::PypiOpenMpi, Mpi::PypiMpich]
+    }
+
+    /// Whether this is one of [`Mpi::packaged`] (installed as users get it, not built by the
+    /// test bed with debug info).
+    pub const fn is_packaged(self) -> bool {
+        !matches!(self, Mpi::OpenMpi | Mpi::Mpich)
+    }
+
     /// A short stable name, usable in file names and test messages:
-    /// `openmpi-4.1.4`, `mpich-4.0.2`, `debian-openmpi`.
+    /// `openmpi-4.1.4`, `mpich-4.0.2`, `debian-openmpi`, `debian-mpich`, `pypi-openmpi-5.0.10`,
+    /// `pypi-mpich-4.3.2`. For the test-bed MPIs and the wheels it is also the directory under
+    /// the test bed.
     pub const fn name(self) -> &'static str {
         match self {
             Mpi::OpenMpi => "openmpi-4.1.4",
             Mpi::Mpich => "mpich-4.0.2",
             Mpi::DebianOpenMpi => "debian-openmpi",
+            Mpi::DebianMpich => "debian-mpich",
+            Mpi::PypiOpenMpi => "pypi-openmpi-5.0.10",
+            Mpi::PypiMpich => "pypi-mpich-4.3.2",
         }
     }
 
-    /// Whether this is an Open MPI (the test-bed one or Debian's).
+    /// Whether this is an Open MPI (the test bed's, Debian's or the PyPI wheel); the others are
+    /// MPICH.
     pub const fn is_open_mpi(self) -> bool {
-        matches!(self, Mpi::OpenMpi | Mpi::DebianOpenMpi)
+        matches!(self, Mpi::OpenMpi | Mpi::DebianOpenMpi | Mpi::PypiOpenMpi)
     }
 
     /// The test-bed root: `$MPIQ_TESTBED`, or `$HOME/.cache/mpiq/testbed`.
@@ -56,14 +87,39 @@ impl Mpi {
     /// The install prefix, whether or not it exists.
     pub fn prefix_unchecked(self) -> PathBuf {
         match self {
-            Mpi::OpenMpi | Mpi::Mpich => Self::testbed_root().join(self.name()),
-            Mpi::DebianOpenMpi => PathBuf::from("/usr"),
+            Mpi::OpenMpi | Mpi::Mpich | Mpi::PypiOpenMpi | Mpi::PypiMpich => Self::testbed_root().join(self.name()),
+            Mpi::DebianOpenMpi | Mpi::DebianMpich => PathBuf::from("/usr"),
         }
     }
 
-    /// Whether this MPI is installed (its compiler wrapper and starter exist).
+    /// The directory holding the MPI's `libmpi` (what the executables' RUNPATH names, for the
+    /// test bed and the wheels): `<prefix>/lib`, or Debian's `/usr/lib/<multiarch>`.
+    pub fn library_dir(self) -> PathBuf {
+        match self {
+            Mpi::DebianOpenMpi | Mpi::DebianMpich => debian_libdir(),
+            _ => self.prefix_unchecked().join("lib"),
+        }
+    }
+
+    /// The MPI library the examples link with (whether or not it exists): `libmpi.so.40`
+    /// (Open MPI), `libmpi.so.12` (MPICH), Debian's `libmpich.so.12`.
+    pub fn libmpi(self) -> PathBuf {
+        let name = match self {
+            Mpi::OpenMpi | Mpi::DebianOpenMpi | Mpi::PypiOpenMpi => "libmpi.so.40",
+            Mpi::Mpich | Mpi::PypiMpich => "libmpi.so.12",
+            Mpi::DebianMpich => "libmpich.so.12",
+        };
+        self.library_dir().join(name)
+    }
+
+    /// Whether this MPI is installed (its compiler wrapper and starter exist; for a PyPI wheel
+    /// also the stamp `scripts/testbed` writes once the venv is complete).
     pub fn is_installed(self) -> bool {
-        self.mpicc_unchecked().is_file() && self.starter_unchecked().is_file()
+        let complete = match self {
+            Mpi::PypiOpenMpi | Mpi::PypiMpich => self.prefix_unchecked().join(".mpiq-stamp").is_file(),
+            _ => true,
+        };
+        complete && self.mpicc_unchecked().is_file() && self.starter_unchecked().is_file()
     }
 
     /// The install prefix.
@@ -84,7 +140,8 @@ impl Mpi {
         self.mpicc_unchecked()
     }
 
-    /// The job starter: Open MPI's `bin/mpirun`, MPICH's `bin/mpiexec` (hydra).
+    /// The job starter: Open MPI's `bin/mpirun` (`mpirun.openmpi` for Debian's; Open MPI 5's
+    /// execs `prterun`), MPICH's `bin/mpiexec` (hydra; `mpiexec.mpich` for Debian's).
     ///
     /// # Panics
     /// If the MPI is not installed.
@@ -93,19 +150,55 @@ impl Mpi {
         self.starter_unchecked()
     }
 
-    /// Where the MPI's message-queue debug library is installed; this is the path that
-    /// `MPIR_dll_name` in a running job holds. Open MPI: `lib/openmpi/libompi_dbg_msgq.so`;
-    /// MPICH: `lib/libtvmpich.so`.
-    pub fn debug_library(self) -> PathBuf {
+    /// Where the MPI's message-queue debug library is installed, for the MPIs that install
+    /// one; this is the path that `MPIR_dll_name` in a running job holds. Open MPI 4.1.4:
+    /// `lib/openmpi/libompi_dbg_msgq.so`; MPICH 4.0.2: `lib/libtvmpich.so`; Debian's Open MPI:
+    /// `/usr/lib/<multiarch>/openmpi/lib/openmpi3/libompi_dbg_msgq.so`.
+    ///
+    /// `None` for the MPIs that ship none: Debian's MPICH (no `libtvmpich.so`) and both PyPI
+    /// wheels (the Open MPI 5 wheel still exports `MPIR_dll_name`, naming a library it does
+    /// not contain; the MPICH wheel exports no `MPIR_dll_name` at all).
+    pub fn debug_library(self) -> Option<PathBuf> {
         match self {
-            Mpi::OpenMpi => self.prefix_unchecked().join("lib/openmpi/libompi_dbg_msgq.so"),
-            Mpi::Mpich => self.prefix_unchecked().join("lib/libtvmpich.so"),
-            Mpi::DebianOpenMpi => debian_openmpi_libdir().join("openmpi3/libompi_dbg_msgq.so"),
+            Mpi::OpenMpi => Some(self.prefix_unchecked().join("lib/openmpi/libompi_dbg_msgq.so")),
+            Mpi::Mpich => Some(self.prefix_unchecked().join("lib/libtvmpich.so")),
+            Mpi::DebianOpenMpi => Some(debian_libdir().join("openmpi/lib/openmpi3/libompi_dbg_msgq.so")),
+            Mpi::DebianMpich | Mpi::PypiOpenMpi | Mpi::PypiMpich => None,
+        }
+    }
+
+    /// The options the harness always passes to the starter before `-n N`:
+    ///
+    /// - Open MPI 4.1 (test bed, Debian): `--allow-run-as-root --oversubscribe --mca btl
+    ///   self,vader` (CI runs as root; more ranks than cores; shared memory only).
+    /// - Open MPI 5 (PyPI): `--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl
+    ///   self,sm`. prterun refuses root without the first. `sm` is 5.x's name for `vader`.
+    ///   Choosing `ob1` keeps the wheel's UCX and libfabric from probing for networks: with
+    ///   them a 3-rank job took 1.7-1.9 s to become ready on 2 cores, with `ob1` 0.2-0.4 s.
+    /// - MPICH (hydra): none. Both packaged MPICHs are ch4 with UCX (the wheel also libfabric),
+    ///   and start in about 0.3-0.6 s as they are.
+    pub const fn starter_options(self) -> &'static [&'static str] {
+        match self {
+            Mpi::OpenMpi | Mpi::DebianOpenMpi => {
+                &["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
+            }
+            Mpi::PypiOpenMpi => &[
+                "--allow-run-as-root",
+                "--oversubscribe",
+                "--mca",
+                "pml",
+                "ob1",
+                "--mca",
+                "btl",
+                "self,sm",
+            ],
+            Mpi::Mpich | Mpi::DebianMpich | Mpi::PypiMpich => &[],
         }
     }
 
     /// The command that starts `exe args...` on `nprocs` ranks on this machine, with the
-    /// options the harness always uses. Open MPI:
+    /// options the harness always uses: `<starter> <starter_options> -n N exe args` (see
+    /// [`Mpi::starter_options`]), e.g. Open MPI 4.1:
     /// `mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -n N exe args`;
     /// MPICH: `mpiexec -n N exe args`. Only the arguments are set: the environment,
     /// standard streams and process group are the caller's business (see [`crate::Job`]).
@@ -114,25 +207,25 @@ impl Mpi {
     /// If the MPI is not installed.
     pub fn starter_command<S: AsRef<std::ffi::OsStr>>(self, nprocs: usize, exe: &Path, args: &[S]) -> Command {
         let mut cmd = Command::new(self.starter());
-        if self.is_open_mpi() {
-            cmd.args(["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]);
-        }
+        cmd.args(self.starter_options());
         cmd.arg("-n").arg(nprocs.to_string()).arg(exe).args(args);
         cmd
     }
 
     fn mpicc_unchecked(self) -> PathBuf {
         match self {
-            Mpi::OpenMpi | Mpi::Mpich => self.prefix_unchecked().join("bin/mpicc"),
+            Mpi::OpenMpi | Mpi::Mpich | Mpi::PypiOpenMpi | Mpi::PypiMpich => self.prefix_unchecked().join("bin/mpicc"),
             Mpi::DebianOpenMpi => PathBuf::from("/usr/bin/mpicc.openmpi"),
+            Mpi::DebianMpich => PathBuf::from("/usr/bin/mpicc.mpich"),
         }
     }
 
     fn starter_unchecked(self) -> PathBuf {
         match self {
-            Mpi::OpenMpi => self.prefix_unchecked().join("bin/mpirun"),
-            Mpi::Mpich => self.prefix_unchecked().join("bin/mpiexec"),
+            Mpi::OpenMpi | Mpi::PypiOpenMpi => self.prefix_unchecked().join("bin/mpirun"),
+            Mpi::Mpich | Mpi::PypiMpich => self.prefix_unchecked().join("bin/mpiexec"),
             Mpi::DebianOpenMpi => PathBuf::from("/usr/bin/mpirun.openmpi"),
+            Mpi::DebianMpich => PathBuf::from("/usr/bin/mpiexec.mpich"),
         }
     }
 
@@ -154,23 +247,49 @@ impl Mpi {
                 self.mpicc_unchecked().display(),
                 self.starter_unchecked().display(),
             ),
+            Mpi::DebianMpich => panic!(
+                "{self} is not installed (no {} or {}): run `scripts/testbed`, which installs \
+                 Debian's `mpich` and `libmpich-dev` and keeps the `mpi` and `mpirun` \
+                 alternatives as they were (a plain `apt-get install mpich libmpich-dev` works \
+                 too but may change what /usr/bin/mpicc is)",
+                self.mpicc_unchecked().display(),
+                self.starter_unchecked().display(),
+            ),
+            Mpi::PypiOpenMpi | Mpi::PypiMpich => panic!(
+                "{self} is not installed at {} (no {}, {} or the stamp .mpiq-stamp of a \
+                 complete venv): run `scripts/testbed` (under a minute: a venv and \
+                 `pip install {}`) or point {TESTBED_ENV} at an existing test bed",
+                self.prefix_unchecked().display(),
+                self.mpicc_unchecked().display(),
+                self.starter_unchecked().display(),
+                if self == Mpi::PypiOpenMpi {
+                    "openmpi==5.0.10"
+                } else {
+                    "mpich==4.3.2"
+                },
+            ),
         }
     }
 }
 
 impl fmt::Display for Mpi {
-    /// Human name: `Open MPI 4.1.4`, `MPICH 4.0.2`, `Debian's Open MPI`.
+    /// Human name: `Open MPI 4.1.4`, `MPICH 4.0.2`, `Debian's Open MPI`, `Debian's MPICH`,
+    /// `Open MPI 5.0.10 (PyPI)`, `MPICH 4.3.2 (PyPI)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Mpi::OpenMpi => "Open MPI 4.1.4",
             Mpi::Mpich => "MPICH 4.0.2",
             Mpi::DebianOpenMpi => "Debian's Open MPI",
+            Mpi::DebianMpich => "Debian's MPICH",
+            Mpi::PypiOpenMpi => "Open MPI 5.0.10 (PyPI)",
+            Mpi::PypiMpich => "MPICH 4.3.2 (PyPI)",
         })
     }
 }
 
-/// Debian's Open MPI library directory (`/usr/lib/<multiarch>/openmpi/lib`).
-fn debian_openmpi_libdir() -> PathBuf {
+/// Debian's multiarch library directory (`/usr/lib/<multiarch>`), where its `libmpi.so.40`
+/// and `libmpich.so.12` are; Open MPI's own files are under its `openmpi/lib`.
+fn debian_libdir() -> PathBuf {
     let multiarch = format!("{}-linux-gnu", std::env::consts::ARCH);
-    PathBuf::from("/usr/lib").join(multiarch).join("openmpi/lib")
+    PathBuf::from("/usr/lib").join(multiarch)
 }

@@ -125,7 +125,10 @@ fn lookup_matches_gdb(mpi: Mpi) {
         .unwrap_or_else(|| panic!("{}", r.all()))
         .trim_matches('"')
         .to_string();
-    assert_eq!(dll, mpi.debug_library().display().to_string());
+    assert_eq!(
+        dll,
+        mpi.debug_library().expect("has a debug library").display().to_string()
+    );
     assert_eq!(gdb::print_c_string(pid, "(char *) &MPIR_dll_name").unwrap(), dll);
     let address = lookup_values(&r.stdout)
         .into_iter()
@@ -195,7 +198,11 @@ fn job_and_queues(mpi: Mpi) {
             .unwrap_or_else(|| panic!("rank {} (pid {}) missing: {v}", rank.rank, rank.pid));
         assert_eq!(p["world_rank"], rank.rank, "{p}");
         assert!(p["error"].is_null(), "{p}");
-        assert_eq!(p["dll"]["path"], mpi.debug_library().display().to_string(), "{p}");
+        assert_eq!(
+            p["dll"]["path"],
+            mpi.debug_library().expect("has a debug library").display().to_string(),
+            "{p}"
+        );
         assert_released(rank.pid);
     }
     assert_released(job.starter_pid());

@@ -96,7 +96,7 @@ fn a_dll_of_an_unsupported_interface_level() {
 }
 
 fn mpi2dd_job(bad_magic: bool) -> Job {
-    let dll = Mpi::Mpich.debug_library();
+    let dll = Mpi::Mpich.debug_library().expect("has a debug library");
     let define = format!("-DMPI2DD_DLL=\"{}\"", dll.display());
     let (variant, extra): (&str, Vec<&str>) = if bad_magic {
         ("mpi2dd-bad-magic", vec![&define, "-DMPI2DD_BAD_MAGIC"])

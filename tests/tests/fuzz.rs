@@ -282,7 +282,7 @@ fn run_plan(src: &Source, plan: &Plan, user_dll: bool) -> (Outcome, Tally) {
     };
     let mut target = Faulty::new(replay, faults);
     let opts = DumpOptions {
-        dll: user_dll.then(|| src.mpi.debug_library()),
+        dll: user_dll.then(|| src.mpi.debug_library().expect("has a debug library")),
         timeout_ms: Some(HELPER_TIMEOUT_MS),
         ..DumpOptions::default()
     };

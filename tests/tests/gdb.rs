@@ -452,7 +452,7 @@ fn says_how_to_build_a_missing_library() {
 #[test]
 fn dll_path_setting() {
     let job = ring(Mpi::Mpich);
-    let real = Mpi::Mpich.debug_library();
+    let real = Mpi::Mpich.debug_library().expect("has a debug library");
     let g = attach(
         job.pid_of(0),
         &[

@@ -196,19 +196,25 @@ fn gdb_reads_dll_name(mpi: Mpi, expected: &Path) {
 
 #[test]
 fn openmpi_gdb_reads_mpir_dll_name() {
-    gdb_reads_dll_name(Mpi::OpenMpi, &Mpi::OpenMpi.debug_library());
+    gdb_reads_dll_name(
+        Mpi::OpenMpi,
+        &Mpi::OpenMpi.debug_library().expect("has a debug library"),
+    );
 }
 
 #[test]
 fn mpich_gdb_reads_mpir_dll_name() {
-    gdb_reads_dll_name(Mpi::Mpich, &Mpi::Mpich.debug_library());
+    gdb_reads_dll_name(Mpi::Mpich, &Mpi::Mpich.debug_library().expect("has a debug library"));
 }
 
 /// Debian's stripped Open MPI (for later error-case tests) runs under the harness too, and
 /// `&MPIR_dll_name` still reads without debug info.
 #[test]
 fn debian_openmpi_runs_and_names_its_dll() {
-    gdb_reads_dll_name(Mpi::DebianOpenMpi, &Mpi::DebianOpenMpi.debug_library());
+    gdb_reads_dll_name(
+        Mpi::DebianOpenMpi,
+        &Mpi::DebianOpenMpi.debug_library().expect("has a debug library"),
+    );
 }
 
 #[test]

@@ -93,7 +93,7 @@ fn regenerate(mpi: Mpi, example: Example, args: &[&str]) {
         "the replay of the new recording differs from the live dump"
     );
     let golden = portable(snapshot_of(processes_of(
-        &replay(&rec, Some(&mpi.debug_library())),
+        &replay(&rec, Some(&mpi.debug_library().expect("has a debug library"))),
         "replay --dll",
     )));
     let text = serde_json::to_string_pretty(&golden).expect("json") + "\n";
@@ -161,7 +161,10 @@ fn replayed_and_golden(mpi: Mpi, example: Example) -> (Value, Value) {
         golden_file.display()
     );
     let golden: Value = serde_json::from_str(&text).expect("golden JSON");
-    let raw = snapshot_of(processes_of(&replay(&rec, Some(&mpi.debug_library())), "replay"));
+    let raw = snapshot_of(processes_of(
+        &replay(&rec, Some(&mpi.debug_library().expect("has a debug library"))),
+        "replay",
+    ));
     (raw, golden)
 }
 
@@ -260,7 +263,7 @@ fn a_missing_answer_is_an_error_naming_it() {
     let rec = recordings_dir().join(format!("{}.rec", stem(Mpi::OpenMpi, Example::Ring)));
     let bytes = std::fs::read(&rec).expect("read the recording");
     let full: Value = serde_json::from_slice(&gunzip(&bytes)).expect("recording JSON");
-    let dll = Mpi::OpenMpi.debug_library();
+    let dll = Mpi::OpenMpi.debug_library().expect("has a debug library");
     // A recording cut short (its memory, its field offsets gone): the replay
     // fails and says what was asked that it does not have.
     for (part, named) in [
@@ -292,7 +295,7 @@ fn a_missing_answer_is_an_error_naming_it() {
     );
     // Another MPI's library asks what the recording never saw: never an
     // empty snapshot.
-    let r = replay(&rec, Some(&Mpi::Mpich.debug_library()));
+    let r = replay(&rec, Some(&Mpi::Mpich.debug_library().expect("has a debug library")));
     assert!(!r.success, "{}", r.all());
 }
 

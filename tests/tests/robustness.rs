@@ -303,7 +303,7 @@ fn a_kept_helper_serves_the_next_dump_or_is_replaced() {
 fn crashing_libraries_in_gdb() {
     let f = fakes("fakes-gdb");
     let job = ring_job();
-    let real = Mpi::Mpich.debug_library();
+    let real = Mpi::Mpich.debug_library().expect("has a debug library");
     let mut commands = Vec::new();
     for (i, (lib, args, _)) in f.cases.iter().enumerate() {
         commands.push(format!("info mpi-queues --dll {}{args}", lib.display()));
@@ -344,7 +344,7 @@ fn crashing_libraries_in_gdb() {
 fn crashing_libraries_in_lldb() {
     let f = fakes("fakes-lldb");
     let job = ring_job();
-    let real = Mpi::Mpich.debug_library();
+    let real = Mpi::Mpich.debug_library().expect("has a debug library");
     let mut commands = Vec::new();
     for (lib, args, _) in &f.cases {
         commands.push(format!("mpi queues --dll {}{args}", lib.display()));
