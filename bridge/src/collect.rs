@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+mod environ;
 mod missing;
 
 use crate::dll::discover::{discover, Discovery};
@@ -75,9 +76,24 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
             },
         });
     }
+    if snap.queues_missing.is_some() && snap.world_rank.is_none() {
+        // No library to say the rank: the environment the starter gave.
+        match environ::world_rank(target) {
+            Ok(Some((rank, from))) => {
+                snap.world_rank = Some(rank);
+                snap.messages.push(format!(
+                    "world rank {rank} from its environment ({from}): its MPI gives no queues to say it"
+                ));
+            }
+            Ok(None) => {}
+            Err(TargetError::Interrupted) => return Err(Interrupted),
+            Err(_) => {}
+        }
+    }
     if let Some(m) = snap.queues_missing.as_mut() {
         let threads = snap.stacks.as_ref().map_or(&[][..], |s| &s.threads[..]);
-        snap.error = Some(missing::explain(m, threads));
+        let desc = target.describe();
+        snap.error = Some(missing::explain(m, threads, desc.pid, &desc.executable));
     }
     Ok(snap)
 }
@@ -550,6 +566,47 @@ mod tests {
         fn byte_order(&mut self) -> crate::ByteOrder {
             crate::ByteOrder::Little
         }
+    }
+
+    /// A stacks-only process's rank comes from the environment the starter
+    /// gave it, through libc's `environ`.
+    #[test]
+    fn a_rank_without_queues_comes_from_the_environment() {
+        let with_env = |vars: &[&str]| {
+            let (sym, array, strings) = (0x1000u64, 0x2000u64, 0x3000u64);
+            let mut data = Vec::new();
+            let mut at = strings;
+            let mut ptrs = Vec::new();
+            for v in vars {
+                let mut b = v.as_bytes().to_vec();
+                b.push(0);
+                data.push((at, b.clone()));
+                ptrs.push(at);
+                at += b.len() as u64;
+            }
+            ptrs.push(0);
+            data.push((array, ptrs.iter().flat_map(|p| p.to_le_bytes()).collect()));
+            data.push((sym, array.to_le_bytes().to_vec()));
+            Bare {
+                data,
+                symbols: vec![("environ", sym)],
+                functions: vec!["PMPI_Init"],
+            }
+        };
+        let rank = |vars: &[&str]| {
+            let snap = collect(&mut with_env(vars), &DumpOptions::default()).unwrap();
+            assert!(snap.queues_missing.is_some());
+            (snap.world_rank, snap.messages)
+        };
+        let (r, m) = rank(&["HOME=/x", "PMI_RANK=2", "PMI_SIZE=4", "OMPI_COMM_WORLD_RANK=5"]);
+        assert_eq!(r, Some(5));
+        assert!(m.iter().any(|m| m.contains("(OMPI_COMM_WORLD_RANK)")), "{m:?}");
+        assert_eq!(rank(&["PMI_RANK=3"]).0, Some(3));
+        assert_eq!(
+            rank(&["PMI_RANK=3x", "PMI_RANKS=1", "X=PMI_RANK=7", "PMIX_RANK="]).0,
+            None
+        );
+        assert_eq!(rank(&[]).0, None);
     }
 
     /// PyPI's mpich wheels: MPI, but none of the debugger symbols.

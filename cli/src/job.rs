@@ -357,15 +357,30 @@ pub fn mpi_descendants(root: i32) -> Vec<i32> {
 /// set it), in the order they are believed.
 pub const RANK_VARIABLES: [&str; 4] = ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"];
 
-/// A process's world rank from its environment (`/proc/PID/environ`, as it
-/// was at exec), with the variable it came from; only the variables of
-/// [`RANK_VARIABLES`] are looked at, and nothing else is kept.
-pub fn rank_from_environ(pid: i32) -> Option<(i32, &'static str)> {
+/// The same for the size of `MPI_COMM_WORLD`.
+pub const SIZE_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"];
+
+/// A process's world rank and job size from its environment
+/// (`/proc/PID/environ`, as it was at exec), each with the variable it
+/// came from; only the variables of [`RANK_VARIABLES`] and
+/// [`SIZE_VARIABLES`] are looked at, and nothing else is kept.
+pub fn rank_from_environ(pid: i32) -> Option<EnvRank> {
     let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
     rank_in_environ(&env)
 }
 
-fn rank_in_environ(env: &[u8]) -> Option<(i32, &'static str)> {
+/// A rank as its environment gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EnvRank {
+    /// The world rank.
+    pub rank: i32,
+    /// The variable it came from.
+    pub from: &'static str,
+    /// The job size, when set.
+    pub size: Option<i32>,
+}
+
+fn rank_in_environ(env: &[u8]) -> Option<EnvRank> {
     let value = |name: &str| {
         env.split(|&b| b == 0).find_map(|kv| {
             let rest = kv.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
@@ -377,7 +392,12 @@ fn rank_in_environ(env: &[u8]) -> Option<(i32, &'static str)> {
                 .filter(|r| *r >= 0)
         })
     };
-    RANK_VARIABLES.iter().find_map(|&name| value(name).map(|r| (r, name)))
+    let (rank, from) = RANK_VARIABLES.iter().find_map(|&name| value(name).map(|r| (r, name)))?;
+    let size = SIZE_VARIABLES
+        .iter()
+        .find_map(|&name| value(name))
+        .filter(|&s| s > rank);
+    Some(EnvRank { rank, from, size })
 }
 
 #[cfg(test)]
@@ -386,10 +406,16 @@ mod environ_tests {
 
     #[test]
     fn the_rank_comes_from_the_first_variable_set() {
-        let env = b"HOME=/x\0PMI_RANK=2\0SECRET=PMI_RANK=9\0PMIX_RANK=bad\0";
-        assert_eq!(rank_in_environ(env), Some((2, "PMI_RANK")));
-        let env = b"OMPI_COMM_WORLD_RANK=5\0PMI_RANK=2\0";
-        assert_eq!(rank_in_environ(env), Some((5, "OMPI_COMM_WORLD_RANK")));
+        let env = b"HOME=/x\0PMI_RANK=2\0SECRET=PMI_RANK=9\0PMIX_RANK=bad\0PMI_SIZE=4\0";
+        let r = rank_in_environ(env).unwrap();
+        assert_eq!((r.rank, r.from, r.size), (2, "PMI_RANK", Some(4)));
+        let env = b"OMPI_COMM_WORLD_RANK=5\0PMI_RANK=2\0OMPI_COMM_WORLD_SIZE=3\0";
+        let r = rank_in_environ(env).unwrap();
+        assert_eq!(
+            (r.rank, r.from, r.size),
+            (5, "OMPI_COMM_WORLD_RANK", None),
+            "a size below the rank is ignored"
+        );
         assert_eq!(rank_in_environ(b"PMI_RANK=-1\0PMI_RANKS=3\0"), None);
         assert_eq!(rank_in_environ(b""), None);
     }

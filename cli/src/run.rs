@@ -313,11 +313,12 @@ fn job_ranks(starter: i32, rep: &Reporter) -> Result<Vec<JobRank>, RunError> {
             }
             // Their world ranks: from the environment the starter gave
             // each (PMI_RANK, ...), else as the library reports them.
-            let ranks: Vec<Option<(i32, &str)>> = pids.iter().map(|&pid| crate::job::rank_from_environ(pid)).collect();
-            let mut from: Vec<&str> = ranks.iter().flatten().map(|r| r.1).collect();
+            let env: Vec<Option<crate::job::EnvRank>> =
+                pids.iter().map(|&pid| crate::job::rank_from_environ(pid)).collect();
+            let mut from: Vec<&str> = env.iter().flatten().map(|r| r.from).collect();
             from.sort_unstable();
             from.dedup();
-            let how = if ranks.iter().all(Option::is_some) {
+            let how = if env.iter().all(Option::is_some) {
                 format!("world ranks from their environment ({})", from.join(", "))
             } else if from.is_empty() {
                 "world ranks as the library reports them".to_string()
@@ -331,16 +332,33 @@ fn job_ranks(starter: i32, rep: &Reporter) -> Result<Vec<JobRank>, RunError> {
                 "mpiq: {e}\nmpiq: using the {} MPI process(es) started under it instead ({how})",
                 pids.len()
             );
-            return Ok(pids
+            let mut ranks: Vec<JobRank> = pids
                 .into_iter()
-                .zip(ranks)
-                .map(|(pid, rank)| JobRank {
+                .zip(&env)
+                .map(|(pid, e)| JobRank {
                     pid,
-                    rank: rank.map(|r| r.0),
+                    rank: e.map(|e| e.rank),
                     executable: String::new(),
                     unreachable: None,
                 })
-                .collect());
+                .collect();
+            // Ranks the environment says exist but that are not here (on
+            // another node, or gone): unknown, never left out.
+            let size = env.iter().flatten().filter_map(|e| e.size).max().unwrap_or(0);
+            for r in 0..size {
+                if !ranks.iter().any(|j| j.rank == Some(r)) {
+                    ranks.push(JobRank {
+                        pid: 0,
+                        rank: Some(r),
+                        executable: String::new(),
+                        unreachable: Some(format!(
+                            "rank {r} of {size} is not among the MPI processes started under process {starter} \
+                             on this machine"
+                        )),
+                    });
+                }
+            }
+            return Ok(ranks);
         }
         Err(e) => return Err(e.into()),
     };
@@ -381,7 +399,7 @@ fn sample_job(ranks: &[JobRank], opts: &DumpOptions, rep: &Reporter) -> Result<S
         match &r.unreachable {
             None => slots.extend(opened.next()),
             Some(why) => slots.push(Slot::Failed(Box::new(failed_snapshot(
-                u32::try_from(r.pid).ok(),
+                u32::try_from(r.pid).ok().filter(|&p| p > 0),
                 r.rank,
                 r.executable.clone(),
                 why.clone(),

@@ -472,8 +472,14 @@ rust::String TargetHost::frame_function(uint32_t thread, uint32_t frame) const {
 }
 
 rust::String TargetHost::frame_object(uint32_t thread, uint32_t frame) const {
-  lldb::SBFileSpec spec =
-      process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame).GetModule().GetFileSpec();
+  lldb::SBFrame f = process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame);
+  lldb::SBModule module = f.GetModule();
+  if (!module.IsValid()) {
+    // A frame lldb found no symbol context for (a stripped library's
+    // unnamed function): the module that holds its pc.
+    module = target_.ResolveLoadAddress(f.GetPC()).GetModule();
+  }
+  lldb::SBFileSpec spec = module.GetFileSpec();
   char path[4096];
   if (!spec.IsValid() || spec.GetPath(path, sizeof path) == 0)
     return rust::String();

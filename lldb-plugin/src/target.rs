@@ -79,7 +79,10 @@ impl Target for LldbTarget {
             let frames = (0..shown)
                 .map(|f| Frame {
                     pc: format!("{:#x}", self.host.frame_pc(t, f)),
-                    function: nonempty(self.host.frame_function(t, f)),
+                    // lldb names a function without a symbol
+                    // `___lldb_unnamed_symbolN`: no name, as gdb and the CLI.
+                    function: nonempty(self.host.frame_function(t, f))
+                        .filter(|n| !n.starts_with("___lldb_unnamed_symbol")),
                     object: nonempty(self.host.frame_object(t, f)),
                     file: nonempty(self.host.frame_file(t, f)),
                     line: Some(self.host.frame_line(t, f)).filter(|&l| l != 0),

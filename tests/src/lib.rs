@@ -33,7 +33,7 @@ pub mod procs;
 /// Running a command with a timeout: the one [`run::Run`] result.
 pub mod run;
 
-pub use example::{build_example, examples_build_dir, Example};
+pub use example::{build_example, examples_build_dir, examples_source_dir, Example};
 pub use job::{Job, JobBuilder, JobError, Output, Rank};
 pub use mpi::Mpi;
 pub use procs::{assert_all_gone, Proc};

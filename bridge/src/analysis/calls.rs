@@ -34,6 +34,9 @@ pub(crate) enum Place {
     Idle(String),
     /// Application threads in blocking MPI calls.
     InMpi(Vec<Call>),
+    /// An application thread in the MPI library, in a call its stack
+    /// cannot name (no entry-point frame): where, in words.
+    InMpiUnnamed(String),
 }
 
 /// One application thread's blocking MPI call.
@@ -71,6 +74,7 @@ fn place(p: &ProcessSnapshot) -> Place {
     let mut calls = Vec::new();
     let mut computing = None;
     let mut idle = None;
+    let mut unnamed = None;
     for t in &st.threads {
         match position(t) {
             Position::Runtime => {}
@@ -90,6 +94,10 @@ fn place(p: &ProcessSnapshot) -> Place {
                         computing.get_or_insert(format!("{top}{called}"));
                     }
                 }
+            }
+            Position::InMpiLibrary { library, caller } => {
+                let called = caller.map(|a| format!(", called from {a}")).unwrap_or_default();
+                unnamed.get_or_insert(format!("{library}{called}"));
             }
             Position::InMpi {
                 call, class, caller, ..
@@ -116,6 +124,10 @@ fn place(p: &ProcessSnapshot) -> Place {
     }
     if let Some(at) = computing {
         Place::Computing(at)
+    } else if let Some(at) = unnamed {
+        // What it waits for (if anything) is unknown: never counted as
+        // blocked, never as free.
+        Place::InMpiUnnamed(at)
     } else if !calls.is_empty() {
         Place::InMpi(calls)
     } else if let Some(what) = idle {
@@ -189,6 +201,7 @@ fn short(p: &Place) -> String {
         Place::NoStacks(_) => "an unknown place".into(),
         Place::Computing(_) => "computing".into(),
         Place::Idle(what) => format!("waiting outside MPI in {what}"),
+        Place::InMpiUnnamed(_) => "a call without a symbol in the MPI library".into(),
         Place::InMpi(calls) => calls
             .iter()
             .map(|c| match &c.caller {
@@ -236,13 +249,16 @@ pub(crate) fn group(scene: &Scene<'_>, queue_waits: Vec<Wait>) -> Grouped {
                 out.free.insert(r);
                 out.waits.extend(mine); // shown; the rank is free anyway
             }
-            Place::NoStacks(_) | Place::Idle(_) => out.waits.extend(mine),
+            Place::NoStacks(_) | Place::Idle(_) | Place::InMpiUnnamed(_) => out.waits.extend(mine),
             Place::InMpi(calls) => {
                 let mut groups: Vec<Vec<Wait>> = Vec::new();
                 for call in calls {
                     groups.extend(call_groups(scene, r, call, &mine, &mut out.maybe));
                 }
-                if groups.iter().any(Vec::is_empty) {
+                // A call with nothing left to wait for has completed: the
+                // rank is free. Not so when its queues could not be read:
+                // nothing listed is then nothing known.
+                if groups.iter().any(Vec::is_empty) && scene.job.is_readable(r) {
                     out.free.insert(r);
                 }
                 for (g, waits) in groups.into_iter().enumerate() {

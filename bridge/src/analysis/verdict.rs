@@ -533,7 +533,13 @@ fn stacks_only_missing(inp: &Inputs<'_>, only: &[i64]) -> String {
     let not_blocked: Vec<i64> = st
         .places
         .iter()
-        .filter(|(_, p)| !matches!(p, Place::InMpi(_)))
+        .filter(|(_, p)| !matches!(p, Place::InMpi(_) | Place::InMpiUnnamed(_)))
+        .map(|(r, _)| *r)
+        .collect();
+    let unnamed: Vec<i64> = st
+        .places
+        .iter()
+        .filter(|(_, p)| matches!(p, Place::InMpiUnnamed(_)))
         .map(|(r, _)| *r)
         .collect();
     let mut why = if inp.progress.is_none() {
@@ -547,6 +553,11 @@ fn stacks_only_missing(inp: &Inputs<'_>, only: &[i64]) -> String {
                 1 => format!("rank {} is", not_blocked[0]),
                 _ => format!("{} are", ranks_words(&not_blocked)),
             }
+        )
+    } else if !unnamed.is_empty() {
+        format!(
+            "the stacks cannot name the MPI call of {} (the MPI library has no symbol there)",
+            ranks_words(&unnamed)
         )
     } else if inp.progress.as_ref().is_some_and(|p| !p.changed.is_empty()) {
         "some ranks moved between the two samples".to_string()

@@ -37,12 +37,29 @@ pub(crate) fn mpi_library(threads: &[ThreadStack]) -> Option<String> {
     })
 }
 
+/// The MPI library mapped by live process `pid` (`/proc/PID/maps`), when
+/// no thread is in MPI; only if that pid runs `exe` on this machine (the
+/// target could be another host's).
+fn mapped_library(pid: u32, exe: &str) -> Option<String> {
+    let running = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let same = std::fs::canonicalize(exe).ok().is_some_and(|e| e == running);
+    if !same {
+        return None;
+    }
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    maps.lines().find_map(|l| {
+        let path = l.split_whitespace().nth(5)?;
+        let name = path.rsplit('/').next()?;
+        (name.starts_with("libmpi.so") || name.starts_with("libmpich.so")).then(|| path.to_string())
+    })
+}
+
 /// Fills in what can be learnt of the MPI behind `m` (its library from
 /// `threads`) and returns the words for the process's `error`: what is
 /// wrong, and the fix.
-pub(crate) fn explain(m: &mut QueuesMissing, threads: &[ThreadStack]) -> String {
+pub(crate) fn explain(m: &mut QueuesMissing, threads: &[ThreadStack], pid: Option<u32>, exe: &str) -> String {
     if m.library.is_none() {
-        m.library = mpi_library(threads);
+        m.library = mpi_library(threads).or_else(|| pid.and_then(|p| mapped_library(p, exe)));
     }
     let id = m.library.as_deref().map(identity).unwrap_or_default();
     m.mpi = m.mpi.take().or(id.mpi.clone());
@@ -102,8 +119,8 @@ fn words(m: &QueuesMissing, debian_package: Option<&str>) -> String {
             };
             format!(
                 "{mpi}{library}{installed} has no debug information for its message queue debug \
-                 library{ty}: it is stripped and its separate debug file{id} is not installed, so {tail}. \
-                 To read the queues, {fix}"
+                 library{ty}: it is stripped and its separate debug file{id} is not installed, so its \
+                 queues cannot be read; the stacks still show where it is. To read the queues, {fix}"
             )
         }
     }

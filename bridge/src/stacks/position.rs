@@ -30,13 +30,28 @@ pub enum Position {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         at: Option<String>,
     },
+    /// Inside the MPI library, in a function without a symbol, called
+    /// from the application: an MPI call whose entry point left no frame
+    /// (a stripped library's tail call, as MPICH's `PMPI_Waitany` makes).
+    InMpiLibrary {
+        /// The library's file name (`libmpi.so.12`).
+        library: String,
+        /// The application frame that called into it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        caller: Option<String>,
+    },
     /// A thread of the MPI runtime (no application frame at all).
     Runtime,
 }
 
 /// The position of one thread.
 pub fn position(t: &ThreadStack) -> Position {
-    let app = |f: &Frame| f.object.as_deref().is_none_or(is_application_object);
+    // A bare pc (no object, no function: a host that could not place it)
+    // is nobody's frame.
+    let app = |f: &Frame| match f.object.as_deref() {
+        Some(o) => is_application_object(o),
+        None => f.function.is_some(),
+    };
     if let Some((i, call)) = outermost_entry(t) {
         let f = &t.frames[i];
         let caller = t.frames.get(i + 1).map(frame_words);
@@ -50,11 +65,33 @@ pub fn position(t: &ThreadStack) -> Position {
     if !t.frames.iter().any(app) {
         return Position::Runtime;
     }
+    let inner = t.frames.iter().position(app);
+    if let Some(j) = inner.filter(|&j| j > 0) {
+        // Called into the MPI library: some frame inside the application's
+        // innermost one is the library's.
+        let lib = t.frames[..j].iter().rev().find_map(|f| {
+            let o = f.object.as_deref()?;
+            let file = o.rsplit('/').next().unwrap_or(o);
+            is_mpi_library(file).then_some(file)
+        });
+        if let Some(lib) = lib {
+            return Position::InMpiLibrary {
+                library: lib.to_string(),
+                caller: Some(frame_words(&t.frames[j])),
+            };
+        }
+    }
     // The innermost frame of the application: the C runtime's frames above
     // it are named differently by every debugger and libc build.
     Position::NotInMpi {
-        at: t.frames.iter().find(|f| app(f)).map(frame_words),
+        at: inner.map(|j| frame_words(&t.frames[j])),
     }
+}
+
+/// Whether an object's file name is an MPI library's (`libmpi.so.40`,
+/// `libmpich.so.12`).
+fn is_mpi_library(file: &str) -> bool {
+    file.starts_with("libmpi.so") || file.starts_with("libmpich.so")
 }
 
 /// The outermost MPI entry point of a thread (walking from `main` inwards,
@@ -170,7 +207,7 @@ fn frame_words(f: &Frame) -> String {
 /// MPI runtime (by the file name, as the MPIs and Debian install them).
 pub fn is_application_object(path: &str) -> bool {
     let file = path.rsplit('/').next().unwrap_or(path);
-    const SYSTEM: [&str; 22] = [
+    const SYSTEM: [&str; 33] = [
         "libc.so",
         "libc-",
         "ld-linux",
@@ -193,10 +230,23 @@ pub fn is_application_object(path: &str) -> bool {
         "libfabric",
         "libucp",
         "libucs",
+        // The rest of UCX and the network libraries MPIs load.
+        "libuct",
+        "libucm",
+        "libibverbs",
+        "librdmacm",
+        "libnuma",
+        "libpsm",
+        "libnl-",
+        "libprrte",
+        "libopen-",
+        "libze_",
+        "libcuda",
     ];
     !(SYSTEM.iter().any(|s| file.starts_with(s))
         || file.starts_with("mca_")
         || path.contains("/openmpi/")
+        || path.contains("/mpich/")
         || path.contains("/pmix/"))
 }
 
@@ -220,6 +270,10 @@ pub fn where_words(threads: &[ThreadStack]) -> String {
             Position::NotInMpi { at } => parts.push(match at {
                 Some(a) => format!("not in MPI, in {a}"),
                 None => "not in MPI".to_string(),
+            }),
+            Position::InMpiLibrary { caller, .. } => parts.push(match caller {
+                Some(c) => format!("in MPI (a call without a symbol), called from {c}"),
+                None => "in MPI (a call without a symbol)".to_string(),
             }),
             Position::Runtime => {}
         }

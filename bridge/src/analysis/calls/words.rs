@@ -113,6 +113,14 @@ fn place_said(snap: &Snapshot, pi: usize, place: &Place) -> (&'static str, Said)
                 &format!("in {what}"),
             ),
         ),
+        Place::InMpiUnnamed(at) => (
+            "in_mpi_unnamed",
+            said(
+                "is in MPI in a call without a symbol",
+                "are in MPI in calls without a symbol",
+                &format!("(in {at})"),
+            ),
+        ),
         Place::InMpi(calls) => {
             let parts: Vec<Said> = calls.iter().map(|c| call_said(snap, pi, c)).collect();
             let join = |f: fn(&Said) -> &String| parts.iter().map(f).cloned().collect::<Vec<_>>().join(" and ");
