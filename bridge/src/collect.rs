@@ -258,19 +258,6 @@ fn merge(snap: &mut ProcessSnapshot, part: ProcessSnapshot) {
     }
 }
 
-/// A [`QueuesMissing`] with only its reason.
-fn queues_missing(reason: MissingReason) -> QueuesMissing {
-    QueuesMissing {
-        reason,
-        mpi: None,
-        library: None,
-        installed_by: None,
-        debug_library: None,
-        missing_type: None,
-        build_id: None,
-    }
-}
-
 /// The libraries to try, in order; `None` when there is none (the reason is
 /// then in `snap.error` or `snap.queues_missing`).
 fn candidates(
@@ -308,7 +295,7 @@ fn candidates(
         };
         if has_mpi {
             // The words come once the stacks have named the library.
-            snap.queues_missing = Some(queues_missing(MissingReason::NoDebuggerSupport));
+            snap.queues_missing = Some(QueuesMissing::new(MissingReason::NoDebuggerSupport));
         } else {
             snap.error = Some(
                 "not an MPI process: it defines none of MPIR_dll_name, mpimsgq_dll_locations \
@@ -350,7 +337,7 @@ fn candidates(
         }
     }
     if list.is_empty() && refusals.len() == 1 && absent.is_some() {
-        let mut m = queues_missing(MissingReason::NoDebugLibrary);
+        let mut m = QueuesMissing::new(MissingReason::NoDebugLibrary);
         m.debug_library = absent;
         snap.queues_missing = Some(m);
         return Ok(None);

@@ -244,6 +244,15 @@ pub fn cli(args: &[&str]) -> Run {
     run(cli_command(args))
 }
 
+/// `mpiq core CORE... ARGS...` within [`DEFAULT_TIMEOUT`].
+pub fn cli_cores(cores: &[std::path::PathBuf], args: &[&str]) -> Run {
+    let mut argv = vec!["core".to_string()];
+    argv.extend(cores.iter().map(|c| c.display().to_string()));
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    cli(&argv)
+}
+
 // --- any of the three ----------------------------------------------------------------------
 
 /// The queue command of `fe` on process `pid` with `args` (e.g. `--json --all`).

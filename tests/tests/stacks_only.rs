@@ -131,11 +131,7 @@ fn barrier_vs_recv(mpi: Mpi) {
     let dir = std::env::temp_dir().join(format!("mpiq-stacks-only-{}-{}", mpi.name(), std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let cores = job.gcore_all(&dir);
-    let mut argv = vec!["core".to_string()];
-    argv.extend(cores.iter().map(|c| c.display().to_string()));
-    argv.push("--json".into());
-    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let r = mpiq(&argv);
+    let r = mpiq_tests::frontends::cli_cores(&cores, &["--json"]);
     let _ = std::fs::remove_dir_all(&dir);
     let a = &r.json_exact()["analysis"];
     assert_eq!(a["verdict"], "unknown", "cores under {mpi}: {a:#}");

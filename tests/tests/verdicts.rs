@@ -77,11 +77,7 @@ fn designed(mpi: Mpi, example: Example, args: &[&str], want: Designed) {
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let cores = job.gcore_all(&dir);
-    let mut argv = vec!["core".to_string()];
-    argv.extend(cores.iter().map(|c| c.display().to_string()));
-    argv.push("--json".into());
-    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let r = mpiq(&argv);
+    let r = mpiq_tests::frontends::cli_cores(&cores, &["--json"]);
     let _ = std::fs::remove_dir_all(&dir);
     let dead = r.json_exact();
     check(&dead["analysis"], &want, &format!("{what}, cores"));

@@ -319,18 +319,6 @@ mod tests {
     use super::*;
     use crate::snapshot::model::Frame;
 
-    fn missing(reason: MissingReason) -> QueuesMissing {
-        QueuesMissing {
-            reason,
-            mpi: None,
-            library: None,
-            installed_by: None,
-            debug_library: None,
-            missing_type: None,
-            build_id: None,
-        }
-    }
-
     #[test]
     fn the_library_is_the_object_of_an_mpi_entry_point() {
         let frame = |f: &str, o: &str| Frame {
@@ -352,7 +340,7 @@ mod tests {
 
     #[test]
     fn each_reason_says_what_is_wrong_and_the_fix() {
-        let mut m = missing(MissingReason::NoDebuggerSupport);
+        let mut m = QueuesMissing::new(MissingReason::NoDebuggerSupport);
         m.mpi = Some("MPICH 4.3.2".into());
         let w = words(&m, None);
         assert!(
@@ -360,7 +348,7 @@ mod tests {
             "{w}"
         );
         assert!(w.contains("--enable-debuginfo"), "{w}");
-        let mut m = missing(MissingReason::NoDebugLibrary);
+        let mut m = QueuesMissing::new(MissingReason::NoDebugLibrary);
         m.debug_library = Some("/opt/x/libompi_dbg_msgq.so".into());
         let w = words(&m, None);
         assert!(
@@ -368,14 +356,14 @@ mod tests {
             "{w}"
         );
         assert!(w.contains("--dll FILE"), "{w}");
-        let mut m = missing(MissingReason::NoDebugInfo);
+        let mut m = QueuesMissing::new(MissingReason::NoDebugInfo);
         m.missing_type = Some("opal_list_item_t".into());
         m.build_id = Some("abcdef".into());
         let w = words(&m, Some("libopenmpi3"));
         assert!(w.contains("'opal_list_item_t'"), "{w}");
         assert!(w.contains("/usr/lib/debug/.build-id/ab/cdef.debug"), "{w}");
         assert!(w.contains("libopenmpi3-dbgsym"), "{w}");
-        for w in [w, words(&missing(MissingReason::NoDebuggerSupport), None)] {
+        for w in [w, words(&QueuesMissing::new(MissingReason::NoDebuggerSupport), None)] {
             assert!(!w.contains("not an MPI process"), "{w}");
         }
     }

@@ -95,15 +95,9 @@ fn run_dll_into(
         if let (RunError::NoQueues(_), Some(t)) = (&e, session.missing_types.first()) {
             // The MPI library has no debug information: not a fault of the
             // debug library's; said with the fix once the stacks are read.
-            snap.queues_missing = Some(QueuesMissing {
-                reason: MissingReason::NoDebugInfo,
-                mpi: None,
-                library: None,
-                installed_by: None,
-                debug_library: None,
-                missing_type: Some(t.clone()),
-                build_id: None,
-            });
+            let mut m = QueuesMissing::new(MissingReason::NoDebugInfo);
+            m.missing_type = Some(t.clone());
+            snap.queues_missing = Some(m);
         }
         snap.error = Some(e.to_string());
     }

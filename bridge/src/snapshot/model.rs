@@ -126,6 +126,21 @@ pub struct QueuesMissing {
     pub build_id: Option<String>,
 }
 
+impl QueuesMissing {
+    /// Only the reason; the rest is learnt later.
+    pub fn new(reason: MissingReason) -> QueuesMissing {
+        QueuesMissing {
+            reason,
+            mpi: None,
+            library: None,
+            installed_by: None,
+            debug_library: None,
+            missing_type: None,
+            build_id: None,
+        }
+    }
+}
+
 /// The ways an MPI gives no message queues (docs/json-schema.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
