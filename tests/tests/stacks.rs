@@ -374,7 +374,10 @@ fn every_example_the_same_where(mpi: Mpi) {
         (Example::Sessions, &[]),
         (Example::DeepStack, &["20"]),
     ];
-    for (example, args) in cases {
+    // The packaged MPIs (issue 16): the stack-aware examples (the first
+    // eight), which is what their stacks-only verdicts rest on.
+    let cases = if mpi.is_packaged() { &cases[..8] } else { &cases[..] };
+    for &(example, args) in cases {
         let Some(job) = Job::builder(mpi, example).args(args.iter().copied()).start_supported() else {
             continue;
         };
