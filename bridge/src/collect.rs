@@ -8,6 +8,8 @@ use std::time::Instant;
 mod environ;
 mod missing;
 
+pub use environ::RANK_VARIABLES;
+
 use crate::dll::discover::{discover, Discovery};
 use crate::dll::{self};
 use crate::dump::{self, Attempt};

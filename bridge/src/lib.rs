@@ -56,7 +56,7 @@ pub mod target;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 
-pub use collect::{collect, Interrupted};
+pub use collect::{collect, Interrupted, RANK_VARIABLES};
 pub use dll::discover;
 pub use options::{DumpOptions, Format, UsageError, HELP};
 pub use render::{render, render_text, Report, Samples};

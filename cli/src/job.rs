@@ -340,11 +340,8 @@ pub fn mpi_descendants(root: i32) -> Vec<i32> {
         .copied()
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| {
-                m.lines().any(|l| {
-                    l.rsplit('/')
-                        .next()
-                        .is_some_and(|name| name.starts_with("libmpi.so") || name.starts_with("libmpich.so"))
-                })
+                m.lines()
+                    .any(|l| l.rsplit('/').next().is_some_and(mpiq::stacks::position::is_mpi_library))
             })
         })
         .collect();
@@ -353,9 +350,9 @@ pub fn mpi_descendants(root: i32) -> Vec<i32> {
 }
 
 /// The environment variables that hold a process's world rank, as MPI
-/// starters set them (Open MPI and PRRTE, PMIx, PMI-1/2 as hydra and Slurm
-/// set it), in the order they are believed.
-pub const RANK_VARIABLES: [&str; 4] = ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"];
+/// starters set them, in the order they are believed: the bridge's list
+/// (it reads them from `environ` in the target for every front end).
+pub use mpiq::RANK_VARIABLES;
 
 /// The same for the size of `MPI_COMM_WORLD`.
 pub const SIZE_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"];

@@ -10,7 +10,7 @@
 use crate::target::{Target, TargetError};
 
 /// The variables, in the order they are believed.
-pub(crate) const RANK_VARIABLES: [&str; 4] = ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"];
+pub const RANK_VARIABLES: [&str; 4] = ["OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"];
 
 /// Most environment entries looked at.
 const MAX_ENTRIES: u64 = 4096;

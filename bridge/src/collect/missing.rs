@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use crate::snapshot::model::{MissingReason, QueuesMissing, ThreadStack};
+use crate::stacks::position::{entry_point, is_mpi_library};
 
 /// What is known of an MPI library file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -30,11 +31,10 @@ struct Identity {
 /// The MPI library's file: the object of the first MPI entry point's frame
 /// in any thread.
 pub(crate) fn mpi_library(threads: &[ThreadStack]) -> Option<String> {
-    threads.iter().flat_map(|t| &t.frames).find_map(|f| {
-        let name = f.function.as_deref()?;
-        let entry = name.starts_with("PMPI_") || name.starts_with("MPI_");
-        f.object.clone().filter(|_| entry)
-    })
+    threads
+        .iter()
+        .flat_map(|t| &t.frames)
+        .find_map(|f| f.object.clone().filter(|_| entry_point(f).is_some()))
 }
 
 /// The MPI library mapped by live process `pid` (`/proc/PID/maps`), when
@@ -49,8 +49,7 @@ fn mapped_library(pid: u32, exe: &str) -> Option<String> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     maps.lines().find_map(|l| {
         let path = l.split_whitespace().nth(5)?;
-        let name = path.rsplit('/').next()?;
-        (name.starts_with("libmpi.so") || name.starts_with("libmpich.so")).then(|| path.to_string())
+        is_mpi_library(path.rsplit('/').next()?).then(|| path.to_string())
     })
 }
 

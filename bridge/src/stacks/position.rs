@@ -90,7 +90,7 @@ pub fn position(t: &ThreadStack) -> Position {
 
 /// Whether an object's file name is an MPI library's (`libmpi.so.40`,
 /// `libmpich.so.12`).
-fn is_mpi_library(file: &str) -> bool {
+pub fn is_mpi_library(file: &str) -> bool {
     file.starts_with("libmpi.so") || file.starts_with("libmpich.so")
 }
 
