@@ -208,6 +208,18 @@ impl Mpi {
     pub fn starter_command<S: AsRef<std::ffi::OsStr>>(self, nprocs: usize, exe: &Path, args: &[S]) -> Command {
         let mut cmd = Command::new(self.starter());
         cmd.args(self.starter_options());
+        if self == Mpi::PypiOpenMpi {
+            // PRRTE's PMIx server listens on a socket named after its pid in
+            // TMPDIR; a killed job leaves it behind, and a later job that
+            // gets the same pid cannot bind ("The PMIx server's listener
+            // thread failed to start"). Each job gets its own directory.
+            static JOBS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = JOBS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = std::env::temp_dir().join(format!("mpiq-prte-{}-{n}", std::process::id()));
+            if std::fs::create_dir_all(&dir).is_ok() {
+                cmd.env("TMPDIR", &dir);
+            }
+        }
         cmd.arg("-n").arg(nprocs.to_string()).arg(exe).args(args);
         cmd
     }
