@@ -109,6 +109,7 @@ fn queues(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSnapshot
         pid: desc.pid,
         world_rank: known_rank,
         executable: desc.executable.clone(),
+        node: None,
         dll: None,
         error: None,
         queues_missing: None,

@@ -96,11 +96,34 @@ pub enum Command {
     /// Show the message queues of every rank of a job, found through its
     /// starter's MPIR_proctable (mpirun, mpiexec) or MPI2DD_info proctable,
     /// and whether the ranks are deadlocked.
-    #[command(after_help = "Example: mpiq job --starter $(pgrep -n mpirun)")]
+    ///
+    /// Ranks on other nodes are read there: one collector per node (`mpiq
+    /// collect`), started through the job's own launcher: srun into the
+    /// job's allocation when the starter runs under Slurm (srun itself, or
+    /// mpirun inside an allocation), else ssh with your configuration (the
+    /// same mpiq path on every node, or $MPIQ_COLLECTOR). A node that does
+    /// not answer within --node-timeout makes its ranks (and the verdict)
+    /// unknown.
+    #[command(
+        after_help = "Examples:\n  mpiq job --starter $(pgrep -n mpirun)\n  mpiq job --starter $(pgrep -n srun)\n  mpiq job --slurm 1234        (the job's only step; 1234.0 names one)"
+    )]
     Job {
-        /// Process id of the starter (mpirun / mpiexec).
-        #[arg(long, value_name = "PID")]
-        starter: i32,
+        /// Process id of the starter (mpirun, mpiexec, srun).
+        #[arg(
+            long,
+            value_name = "PID",
+            required_unless_present = "slurm",
+            conflicts_with = "slurm"
+        )]
+        starter: Option<i32>,
+        /// A Slurm job step instead of a starter: JOB (its only running
+        /// step) or JOB.STEP; its ranks are found on each of its nodes.
+        #[arg(long, value_name = "JOB[.STEP]")]
+        slurm: Option<String>,
+        /// Seconds each other node's collector may take before its ranks
+        /// count as unreadable.
+        #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        node_timeout: u64,
         /// Samples to take: 2 (default) compares two snapshots taken
         /// --interval apart, so that a slow but progressing job is not
         /// reported as deadlocked; 1 decides on a single snapshot.
@@ -112,6 +135,32 @@ pub enum Command {
         /// Dump options.
         #[command(flatten)]
         dump: DumpArgs,
+    },
+    /// The collector `mpiq job` starts on each node of a job across nodes
+    /// (through srun or ssh): reads the ranks of its node as `mpiq job`
+    /// does and sends them back on stdout. Not meant to be run by hand.
+    #[command(hide = true)]
+    Collect {
+        /// This node's name in the table on stdin (default:
+        /// $SLURMD_NODENAME, else the host name).
+        #[arg(long, value_name = "NAME")]
+        node: Option<String>,
+        /// Find the processes of this Slurm step on this node (by their
+        /// environment) instead of reading a table.
+        #[arg(long, value_name = "JOB.STEP")]
+        slurm_step: Option<String>,
+        /// Samples to take.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
+        samples: u8,
+        /// Milliseconds between them.
+        #[arg(long, default_value_t = 500)]
+        interval: u64,
+        /// Milliseconds after which it stops (releasing every rank).
+        #[arg(long, default_value_t = 60_000)]
+        deadline: u64,
+        /// The bridge's dump options, after `--`.
+        #[arg(last = true, allow_hyphen_values = true)]
+        options: Vec<String>,
     },
     /// Show the message queues again from a recording (`--record FILE`),
     /// with no process: the same debug library reproduces the same dump.

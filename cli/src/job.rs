@@ -168,6 +168,29 @@ fn string_at<M: Memory>(p: &Process<M>, addr: u64) -> Result<String, TargetError
     }
 }
 
+/// The Slurm job (and step) a starter belongs to: srun's `totalview_jobid`
+/// and `totalview_stepid` (the strings srun keeps for debuggers), else the
+/// starter's `SLURM_JOB_ID` (an `mpirun` inside an allocation; only that
+/// variable is looked at). `None` outside Slurm.
+pub fn slurm_job_of<M: Memory>(starter: &Process<M>) -> Option<(String, Option<String>)> {
+    let image = starter.image();
+    let read = |name: &str| {
+        let at = image.find_symbol(name)?;
+        let s = string_at(starter, starter.read_pointer(at).ok()?).ok()?;
+        Some(s).filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+    };
+    if let Some(job) = read("totalview_jobid") {
+        return Some((job, read("totalview_stepid")));
+    }
+    let pid = starter.pid()?;
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|&b| b == 0).find_map(|kv| {
+        let v = kv.strip_prefix(b"SLURM_JOB_ID=")?;
+        let v = std::str::from_utf8(v).ok()?.trim();
+        (!v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())).then(|| (v.to_string(), None))
+    })
+}
+
 /// The symbol of the MPI-2 debugger interface.
 const MPI2DD_SYMBOL: &str = "MPI2DD_info";
 
@@ -338,15 +361,18 @@ pub fn mpi_descendants(root: i32) -> Vec<i32> {
     let mut ranks: Vec<i32> = found[1..]
         .iter()
         .copied()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| {
-                m.lines()
-                    .any(|l| l.rsplit('/').next().is_some_and(mpiq::stacks::position::is_mpi_library))
-            })
-        })
+        .filter(|&pid| maps_mpi_library(pid))
         .collect();
     ranks.sort_unstable();
     ranks
+}
+
+/// Whether process `pid` maps an MPI library (`libmpi*`, `libmpich*`).
+pub fn maps_mpi_library(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| {
+        m.lines()
+            .any(|l| l.rsplit('/').next().is_some_and(mpiq::stacks::position::is_mpi_library))
+    })
 }
 
 /// The environment variables that hold a process's world rank, as MPI

@@ -18,8 +18,16 @@ use crate::live::{LiveError, LiveProcess};
 use crate::process::Process;
 use crate::report::{self, Report, Samples, SvgError};
 
+mod collector;
+mod fanout;
 mod ranks;
-use ranks::{job_ranks, JobRank};
+mod sampling;
+mod slurm;
+mod wire;
+pub use collector::CollectRequest;
+use sampling::run_job;
+pub use sampling::{JobPlan, JobSource};
+pub use slurm::{SlurmError, SlurmStep};
 
 /// Why a command failed as a whole.
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +130,7 @@ pub fn failed_snapshot(
         pid,
         world_rank,
         executable,
+        node: None,
         dll: None,
         error: Some(error),
         queues_missing: None,
@@ -271,9 +280,14 @@ fn open_live(pids: &[(i32, Option<i32>)], rep: &Reporter) -> Vec<Slot<LiveProces
     slots
 }
 
+/// One sample of live processes (pid, world rank): stop, read, release.
+fn sample_pids(pids: &[(i32, Option<i32>)], opts: &DumpOptions, rep: &Reporter) -> Result<Snapshot, RunError> {
+    collect_slots(open_live(pids, rep), opts, rep)
+}
+
 fn run_queues(pids: &[i32], opts: &DumpOptions, rep: &Reporter) -> Result<Snapshot, RunError> {
     let pids: Vec<(i32, Option<i32>)> = pids.iter().map(|&p| (p, None)).collect();
-    collect_slots(open_live(&pids, rep), opts, rep)
+    sample_pids(&pids, opts, rep)
 }
 
 fn run_core(files: &[PathBuf], exe: Option<&Path>, opts: &DumpOptions, rep: &Reporter) -> Result<Snapshot, RunError> {
@@ -287,68 +301,6 @@ fn run_core(files: &[PathBuf], exe: Option<&Path>, opts: &DumpOptions, rep: &Rep
     }
     rep.note("core files opened");
     collect_slots(slots, opts, rep)
-}
-
-/// One snapshot of every rank of a job: stop, read, release.
-fn sample_job(ranks: &[JobRank], opts: &DumpOptions, rep: &Reporter) -> Result<Snapshot, RunError> {
-    let local: Vec<(i32, Option<i32>)> = ranks
-        .iter()
-        .filter(|r| r.unreachable.is_none())
-        .map(|r| (r.pid, r.rank))
-        .collect();
-    let mut opened = open_live(&local, rep).into_iter();
-    let mut slots = Vec::with_capacity(ranks.len());
-    for r in ranks {
-        match &r.unreachable {
-            None => slots.extend(opened.next()),
-            Some(why) => slots.push(Slot::Failed(Box::new(failed_snapshot(
-                u32::try_from(r.pid).ok().filter(|&p| p > 0),
-                r.rank,
-                r.executable.clone(),
-                why.clone(),
-            )))),
-        }
-    }
-    collect_slots(slots, opts, rep)
-}
-
-/// Every rank of the starter's job, sampled once or twice `interval_ms`
-/// apart (the ranks run in between).
-fn run_job(
-    starter: i32,
-    samples: u8,
-    interval_ms: u64,
-    opts: &DumpOptions,
-    rep: &Reporter,
-) -> Result<Samples, RunError> {
-    let ranks = job_ranks(starter, rep)?;
-    let first_at = Instant::now();
-    let first = sample_job(&ranks, opts, rep)?;
-    if samples < 2 {
-        return Ok(Samples {
-            current: first,
-            ..Samples::default()
-        });
-    }
-    rep.note(format_args!("letting the job run {interval_ms} ms"));
-    std::thread::sleep(Duration::from_millis(interval_ms));
-    let second_at = Instant::now();
-    match sample_job(&ranks, opts, rep) {
-        Ok(second) => Ok(Samples {
-            current: second,
-            previous: Some(first),
-            interval_ms: Some(second_at.duration_since(first_at).as_millis() as u64),
-            second_failed: None,
-        }),
-        // The ranks are gone (the job ended, or was killed): show the
-        // first sample, which alone cannot confirm a deadlock.
-        Err(e @ (RunError::NothingOpened(_) | RunError::Dump(DumpError::AllFailed(_)))) => Ok(Samples {
-            current: first,
-            second_failed: Some(e.to_string()),
-            ..Samples::default()
-        }),
-        Err(e) => Err(e),
-    }
 }
 
 fn run_replay(file: &Path, opts: &DumpOptions) -> Result<Snapshot, RunError> {
@@ -496,13 +448,44 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
         }
         Command::Job {
             starter,
+            slurm,
+            node_timeout,
             samples,
             interval,
             dump,
         } => {
             let opts = dump_command(dump)?;
-            finish(run_job(*starter, *samples, *interval, &opts, &rep)?, true, dump, &opts)
+            let source = match (starter, slurm) {
+                (_, Some(spec)) => JobSource::Slurm(spec.clone()),
+                (Some(pid), None) => JobSource::Starter(*pid),
+                (None, None) => return Err(UsageError("give --starter PID or --slurm JOB[.STEP]".into()).into()),
+            };
+            let plan = JobPlan {
+                samples: *samples,
+                interval_ms: *interval,
+                node_timeout: Duration::from_secs(*node_timeout),
+                options: dump.options.clone(),
+            };
+            finish(run_job(&source, &plan, &opts, &rep)?, true, dump, &opts)
         }
+        Command::Collect {
+            node,
+            slurm_step,
+            samples,
+            interval,
+            deadline,
+            options,
+        } => collector::run_collector(
+            &CollectRequest {
+                node: node.as_deref(),
+                slurm_step: slurm_step.as_deref(),
+                samples: *samples,
+                interval_ms: *interval,
+                deadline_ms: *deadline,
+            },
+            options,
+            &rep,
+        ),
         Command::Replay { file, dump } => {
             let opts = dump_command(dump)?;
             finish(one(run_replay(file, &opts)?), false, dump, &opts)

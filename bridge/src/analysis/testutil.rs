@@ -38,6 +38,7 @@ pub(crate) fn process(rank: i32, communicators: Vec<Communicator>) -> ProcessSna
         pid: Some(1000 + rank as u32),
         world_rank: Some(rank),
         executable: "/tmp/app".into(),
+        node: None,
         dll: None,
         error: None,
         queues_missing: None,

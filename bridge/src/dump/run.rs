@@ -74,6 +74,7 @@ fn run_dll_into(
         pid: desc.pid,
         world_rank: known_rank,
         executable: desc.executable,
+        node: None,
         dll: Some(dll_info(dll, path, source)),
         error: None,
         queues_missing: None,

@@ -79,6 +79,7 @@ pub fn run(
             pid: desc.pid,
             world_rank: known_rank,
             executable: desc.executable,
+            node: None,
             dll: Some(DllInfo {
                 path: dll.display().to_string(),
                 version: String::new(),

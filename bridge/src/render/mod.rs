@@ -125,7 +125,8 @@ fn render_process(out: &mut String, p: &ProcessSnapshot, opts: &DumpOptions) {
     let rank = p
         .world_rank
         .map_or_else(|| "rank ?".to_string(), |r| format!("rank {r}"));
-    let _ = writeln!(out, "Process {pid}, {rank}: {}", p.executable);
+    let node = p.node.as_deref().map(|n| format!(" on {n}")).unwrap_or_default();
+    let _ = writeln!(out, "Process {pid}, {rank}{node}: {}", p.executable);
     if let Some(d) = &p.dll {
         // The first clause of the version string (Open MPI's goes on with
         // build details, kept in the JSON).
@@ -318,6 +319,7 @@ mod tests {
                 pid: Some(42),
                 world_rank: Some(1),
                 executable: "/bin/ring".into(),
+                node: None,
                 dll: None,
                 error: None,
                 queues_missing: None,

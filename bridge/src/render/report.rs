@@ -201,6 +201,7 @@ mod tests {
             pid: Some(7),
             world_rank: Some(0),
             executable: "x".into(),
+            node: None,
             dll: None,
             error: Some("gone".into()),
             queues_missing: None,

@@ -75,6 +75,10 @@ pub struct ProcessSnapshot {
     pub world_rank: Option<i32>,
     /// The main executable.
     pub executable: String,
+    /// The node (host) the process was read on, when it is not the front
+    /// end's own: a job across nodes reads each node's ranks there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// The debug library, once one was loaded.
     pub dll: Option<DllInfo>,
     /// Why this process could not be dumped (the rest is then empty or partial).

@@ -74,6 +74,7 @@ pub(crate) fn process(rank: i32, threads: Vec<ThreadStack>) -> ProcessSnapshot {
         pid: Some(100 + rank as u32),
         world_rank: Some(rank),
         executable: APP.into(),
+        node: None,
         dll: None,
         error: None,
         queues_missing: None,

@@ -4,7 +4,7 @@
 //! not here, as unreachable).
 
 use super::{Reporter, RunError};
-use crate::job::{is_local_host, mpi_descendants, read_ranks, JobError, TableSource};
+use crate::job::{is_local_host, mpi_descendants, read_ranks, slurm_job_of, JobError, TableSource};
 use crate::live::LiveProcess;
 
 /// One rank of a job: a local process to read, or one that cannot be.
@@ -12,15 +12,26 @@ pub(super) struct JobRank {
     pub(super) pid: i32,
     pub(super) rank: Option<i32>,
     pub(super) executable: String,
-    /// Why it cannot be read from here (another host).
+    /// Why it cannot be read at all.
     pub(super) unreachable: Option<String>,
+    /// The node it runs on, when that is not this host (read there by a
+    /// collector).
+    pub(super) host: Option<String>,
+}
+
+/// A job's ranks and, when its starter runs under Slurm, the Slurm job
+/// (and step) it belongs to.
+pub(super) struct JobRanks {
+    pub(super) ranks: Vec<JobRank>,
+    pub(super) slurm: Option<(String, Option<String>)>,
 }
 
 /// The ranks of the starter's job: its proctable (`MPIR_proctable`, else
 /// `MPI2DD_info`), else the MPI processes started under it.
-pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<Vec<JobRank>, RunError> {
+pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<JobRanks, RunError> {
     let mut s = LiveProcess::attach(starter).map_err(|source| RunError::Starter { pid: starter, source })?;
     let table = read_ranks(&s);
+    let slurm = slurm_job_of(&s);
     if let Err(e) = s.detach() {
         eprintln!("mpiq: warning: {e}");
     }
@@ -61,6 +72,7 @@ pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<Vec<JobRank>, Ru
                     rank: e.map(|e| e.rank),
                     executable: String::new(),
                     unreachable: None,
+                    host: None,
                 })
                 .collect();
             // Ranks the environment says exist but that are not here (on
@@ -76,10 +88,11 @@ pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<Vec<JobRank>, Ru
                             "rank {r} of {size} is not among the MPI processes started under process {starter} \
                              on this machine"
                         )),
+                        host: None,
                     });
                 }
             }
-            return Ok(ranks);
+            return Ok(JobRanks { ranks, slurm });
         }
         Err(e) => return Err(e.into()),
     };
@@ -91,18 +104,21 @@ pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<Vec<JobRank>, Ru
     if source == TableSource::Mpi2dd {
         rep.note("world ranks from the proctable entries' rank field");
     }
-    Ok(table
+    if let Some((job, step)) = &slurm {
+        rep.note(format_args!(
+            "Slurm job {job}{}",
+            step.as_deref().map(|s| format!(", step {s}")).unwrap_or_default()
+        ));
+    }
+    let ranks = table
         .into_iter()
         .map(|r| JobRank {
-            unreachable: (!is_local_host(&r.host)).then(|| {
-                format!(
-                    "rank {} (pid {}) runs on host {}: not reachable from here",
-                    r.rank, r.pid, r.host
-                )
-            }),
+            host: (!is_local_host(&r.host)).then(|| r.host.trim().to_string()),
+            unreachable: None,
             pid: r.pid,
             rank: Some(r.rank),
             executable: r.executable,
         })
-        .collect())
+        .collect();
+    Ok(JobRanks { ranks, slurm })
 }

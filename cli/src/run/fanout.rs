@@ -1,0 +1,542 @@
+//! The front end's side of a job across nodes: start one collector per
+//! node through the job's own launcher (srun into the job's allocation, or
+//! ssh with the user's configuration), feed them the job's table, gather
+//! what they send, and turn a node that did not answer into error entries
+//! for its ranks (so the verdict is `unknown` there, never "no deadlock").
+//!
+//! Collectors are ended when the front end is: srun and ssh get SIGTERM
+//! when the front end dies (`PR_SET_PDEATHSIG`), and srun then ends its
+//! step, whose collectors release their ranks on that signal. A collector
+//! that misses the deadline is ended the same way, by the launcher's pid.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use mpiq::ProcessSnapshot;
+
+use super::wire::{restore_states, Line, Message, Reassembler};
+use super::{failed_snapshot, Reporter};
+
+/// How the collectors reach their nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Launcher {
+    /// `srun --jobid=JOB --overlap` into the job's allocation.
+    Slurm {
+        /// The Slurm job id.
+        job: String,
+    },
+    /// `ssh NODE`, one per node, with the user's own configuration.
+    Ssh,
+}
+
+impl Launcher {
+    /// In words, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            Launcher::Slurm { job } => format!("srun into Slurm job {job}"),
+            Launcher::Ssh => "ssh".into(),
+        }
+    }
+}
+
+/// A node and the ranks on it (pid, world rank), as the job's table says.
+#[derive(Clone, Debug)]
+pub struct NodeRanks {
+    /// The node's name, as in the table.
+    pub node: String,
+    /// Its ranks: pid and world rank.
+    pub ranks: Vec<(i32, Option<i32>)>,
+}
+
+/// What the collectors are to do.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Samples, and milliseconds between them.
+    pub samples: u8,
+    /// Milliseconds between the samples.
+    pub interval_ms: u64,
+    /// How long a node may take, from the start, before it counts as lost.
+    pub node_timeout: Duration,
+    /// The bridge options to pass on (`--no-stacks`, `--all`, ...).
+    pub options: Vec<String>,
+    /// Instead of a table: find the ranks of this Slurm step (`JOB.STEP`).
+    pub slurm_step: Option<String>,
+}
+
+/// One line from a launcher.
+enum Event {
+    Out(usize, String),
+    Err(usize, String),
+    Closed,
+}
+
+/// What one node sent.
+#[derive(Debug, Default)]
+struct NodeState {
+    hello: Option<u32>,
+    failed: Option<String>,
+    done: bool,
+    sampled: Vec<u64>,
+    processes: Vec<(u8, ProcessSnapshot)>,
+}
+
+/// Every node's ranks, per sample.
+#[derive(Debug, Default)]
+pub struct Gathered {
+    /// `samples[k]`: every remote rank in sample k (errors where a node did
+    /// not answer), in the table's order.
+    pub samples: Vec<Vec<ProcessSnapshot>>,
+    /// The longest time a node took between its first and last sample.
+    pub interval_ms: Option<u64>,
+    /// The job size the ranks' environment gives (`--slurm`).
+    pub job_size: Option<i32>,
+}
+
+/// The running collectors.
+pub struct Fanout {
+    launcher: Launcher,
+    nodes: Vec<NodeRanks>,
+    plan: Plan,
+    children: Vec<(Child, Vec<String>)>,
+    events: mpsc::Receiver<Event>,
+    stderr: Vec<Vec<String>>,
+    started: Instant,
+}
+
+/// The `mpiq` to run on the nodes: `$MPIQ_COLLECTOR`, else this one (the
+/// same path on every node, as with a shared installation).
+fn collector_program() -> String {
+    std::env::var("MPIQ_COLLECTOR")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| {
+            std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "mpiq".into())
+        })
+}
+
+/// The collector's arguments (after the program).
+fn collector_args(plan: &Plan, node: Option<&str>) -> Vec<String> {
+    let mut a = vec![
+        "collect".to_string(),
+        "--samples".into(),
+        plan.samples.to_string(),
+        "--interval".into(),
+        plan.interval_ms.to_string(),
+        "--deadline".into(),
+        plan.node_timeout.as_millis().to_string(),
+    ];
+    if let Some(n) = node {
+        a.extend(["--node".into(), n.to_string()]);
+    }
+    if let Some(s) = &plan.slurm_step {
+        a.extend(["--slurm-step".into(), s.clone()]);
+    }
+    a.push("--".into());
+    a.extend(plan.options.iter().cloned());
+    a
+}
+
+/// The table the collectors read: `NODE PID RANK` lines.
+fn table(nodes: &[NodeRanks]) -> String {
+    let mut t = String::new();
+    for n in nodes {
+        for (pid, rank) in &n.ranks {
+            let rank = rank.map_or_else(|| "-".to_string(), |r| r.to_string());
+            t.push_str(&format!("{} {pid} {rank}\n", n.node));
+        }
+    }
+    t
+}
+
+/// Spawns a launcher whose stdout and stderr lines arrive as events.
+fn spawn(mut cmd: Command, input: Option<String>, index: usize, tx: &mpsc::Sender<Event>) -> std::io::Result<Child> {
+    cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: only async-signal-safe calls between fork and exec: prctl
+    // asks the kernel for SIGTERM when the front end's thread that started
+    // the launcher ends, so a killed front end ends its collectors.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(text.as_bytes());
+        });
+    }
+    let out = child.stdout.take();
+    let err = child.stderr.take();
+    let pipe = |r: Box<dyn Read + Send>, tx: mpsc::Sender<Event>, is_err: bool| {
+        std::thread::spawn(move || {
+            for line in BufReader::new(r).lines().map_while(Result::ok) {
+                let e = if is_err {
+                    Event::Err(index, line)
+                } else {
+                    Event::Out(index, line)
+                };
+                if tx.send(e).is_err() {
+                    return;
+                }
+            }
+            let _ = tx.send(Event::Closed);
+        });
+    };
+    if let Some(o) = out {
+        pipe(Box::new(o), tx.clone(), false);
+    }
+    if let Some(e) = err {
+        pipe(Box::new(e), tx.clone(), true);
+    }
+    Ok(child)
+}
+
+/// The srun that starts one collector on each of `nodes` in Slurm job `job`.
+fn srun_command(job: &str, nodes: &[String], plan: &Plan) -> Command {
+    let mut cmd = Command::new(std::env::var("MPIQ_SRUN").unwrap_or_else(|_| "srun".into()));
+    // The front end may itself run inside a step: its SLURM_* settings are
+    // not the collectors'.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SLURM_") && k != "SLURM_CONF" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.arg(format!("--jobid={job}"))
+        .arg("--overlap")
+        .arg(format!("--nodelist={}", nodes.join(",")))
+        .arg(format!("--nodes={}", nodes.len()))
+        .arg(format!("--ntasks={}", nodes.len()))
+        .args(["--ntasks-per-node=1", "--kill-on-bad-exit=0", "--quiet", "--mpi=none"])
+        .arg("--job-name=mpiq-collect")
+        .arg(collector_program())
+        .args(collector_args(plan, None));
+    cmd
+}
+
+impl Fanout {
+    /// Starts the collectors of `nodes`.
+    pub(super) fn start(launcher: Launcher, nodes: Vec<NodeRanks>, plan: Plan, rep: &Reporter) -> Fanout {
+        let (tx, events) = mpsc::channel();
+        let names: Vec<String> = nodes.iter().map(|n| n.node.clone()).collect();
+        let input = plan.slurm_step.is_none().then(|| table(&nodes));
+        let mut children = Vec::new();
+        let mut stderr = Vec::new();
+        let mut launch = |cmd: Command, input: Option<String>, covers: Vec<String>| {
+            let index = stderr.len();
+            match spawn(cmd, input, index, &tx) {
+                Ok(c) => {
+                    rep.note(format_args!(
+                        "collector launcher pid {} for {}",
+                        c.id(),
+                        covers.join(",")
+                    ));
+                    children.push((c, covers));
+                    stderr.push(Vec::new());
+                }
+                Err(e) => stderr.push(vec![format!("cannot start the launcher for {}: {e}", covers.join(","))]),
+            }
+        };
+        match &launcher {
+            Launcher::Slurm { job } => launch(srun_command(job, &names, &plan), input, names.clone()),
+            Launcher::Ssh => {
+                for n in &names {
+                    let mut cmd = Command::new(std::env::var("MPIQ_SSH").unwrap_or_else(|_| "ssh".into()));
+                    cmd.args(["-o", "BatchMode=yes", "-T", n.as_str()])
+                        .arg(collector_program())
+                        .args(collector_args(&plan, Some(n)));
+                    launch(cmd, input.clone(), vec![n.clone()]);
+                }
+            }
+        }
+        Fanout {
+            launcher,
+            nodes,
+            plan,
+            children,
+            events,
+            stderr,
+            started: Instant::now(),
+        }
+    }
+
+    /// Waits for every node (at most the node timeout), ends what is still
+    /// running, and returns every remote rank per sample.
+    pub(super) fn finish(mut self, rep: &Reporter) -> Gathered {
+        let mut states: HashMap<String, NodeState> = HashMap::new();
+        let mut reassembler = Reassembler::default();
+        let mut open_streams = self.children.len() * 2;
+        let deadline = self.started + self.plan.node_timeout;
+        let mut job_size = None;
+        let expected = self.nodes.len();
+        while open_streams > 0 {
+            let done = states.values().filter(|s| s.done).count();
+            if done >= expected {
+                break;
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                rep.note("node timeout reached");
+                break;
+            };
+            let event = match self.events.recv_timeout(left) {
+                Ok(e) => e,
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            match event {
+                Event::Closed => open_streams -= 1,
+                Event::Err(i, line) => {
+                    if let Some(s) = self.stderr.get_mut(i) {
+                        s.push(line);
+                    }
+                }
+                Event::Out(i, line) => match reassembler.push(&line) {
+                    Line::Partial => {}
+                    Line::Other(l) | Line::Bad(l) => {
+                        if let Some(s) = self.stderr.get_mut(i) {
+                            s.push(l);
+                        }
+                    }
+                    Line::Message(node, m) => {
+                        let st = states.entry(node.clone()).or_default();
+                        match *m {
+                            Message::Hello { pid, ranks } => {
+                                rep.note(format_args!("collector on {node}: pid {pid} ({ranks} ranks)"));
+                                st.hello = Some(pid);
+                            }
+                            Message::Process {
+                                sample,
+                                mut process,
+                                states: digests,
+                            } => {
+                                restore_states(&mut process, digests);
+                                st.processes.push((sample, *process));
+                            }
+                            Message::Sampled { sample, at_ms } => {
+                                rep.note(format_args!("node {node}: sample {} sent", sample + 1));
+                                st.sampled.push(at_ms);
+                            }
+                            Message::JobSize { size } => job_size = job_size.max(Some(size)),
+                            Message::Failed { error } => st.failed = Some(error),
+                            Message::Done => st.done = true,
+                        }
+                    }
+                },
+            }
+        }
+        self.end_launchers(rep);
+        self.gather(states, job_size)
+    }
+
+    /// Ends every launcher still running (SIGTERM, then SIGKILL), by pid.
+    fn end_launchers(&mut self, rep: &Reporter) {
+        let mut running = Vec::new();
+        for (c, _) in &mut self.children {
+            if matches!(c.try_wait(), Ok(None)) {
+                rep.note(format_args!("ending launcher pid {}", c.id()));
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(c.id() as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+                running.push(c);
+            } else {
+                let _ = c.wait();
+            }
+        }
+        let until = Instant::now() + Duration::from_secs(5);
+        for c in running {
+            while matches!(c.try_wait(), Ok(None)) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if matches!(c.try_wait(), Ok(None)) {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+        // Lines that arrived while the launchers ended.
+        while let Ok(e) = self.events.try_recv() {
+            if let Event::Err(i, line) = e {
+                if let Some(s) = self.stderr.get_mut(i) {
+                    s.push(line);
+                }
+            }
+        }
+    }
+
+    /// Why `node` gave nothing for a sample, in words.
+    fn why_missing(&self, node: &str, st: Option<&NodeState>, sample: u8) -> String {
+        let launcher = self
+            .children
+            .iter()
+            .position(|(_, covers)| covers.iter().any(|c| c == node));
+        let said: Vec<&str> = launcher
+            .and_then(|i| self.stderr.get(i))
+            .or_else(|| self.stderr.first())
+            .map(|l| {
+                l.iter()
+                    .map(String::as_str)
+                    .filter(|l| {
+                        !l.trim().is_empty() && (self.nodes.len() == 1 || !l.contains(": n") || l.contains(node))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let said = match said.len() {
+            0 => String::new(),
+            n => format!(" ({})", said[n.saturating_sub(3)..].join("; ")),
+        };
+        let timeout = self.plan.node_timeout.as_secs_f64();
+        match st {
+            Some(NodeState { failed: Some(e), .. }) => format!("node {node}: {e}"),
+            None | Some(NodeState { hello: None, .. }) => format!(
+                "node {node}: its collector did not start or did not answer within {timeout:.0} s (via {}){said}",
+                self.launcher.describe()
+            ),
+            Some(NodeState {
+                hello: Some(pid), done, ..
+            }) => {
+                let which = if sample == 0 { "first" } else { "second" };
+                let how = if *done {
+                    format!("sent no {which} sample")
+                } else {
+                    format!("ended, or missed the deadline, before sending the {which} sample")
+                };
+                format!("node {node}: its collector (pid {pid}) {how} of its ranks{said}")
+            }
+        }
+    }
+
+    fn gather(self, mut states: HashMap<String, NodeState>, job_size: Option<i32>) -> Gathered {
+        let samples = self.plan.samples.max(1);
+        let mut out = Gathered {
+            samples: vec![Vec::new(); samples as usize],
+            interval_ms: None,
+            job_size,
+        };
+        for st in states.values() {
+            if let (Some(a), Some(b)) = (st.sampled.first(), st.sampled.last()) {
+                if st.sampled.len() > 1 {
+                    out.interval_ms = out.interval_ms.max(Some(b - a));
+                }
+            }
+        }
+        // Every rank some sample of a node gave: (node, pid, rank).
+        let seen: Vec<(String, Option<u32>, Option<i32>)> = states
+            .iter()
+            .flat_map(|(node, st)| {
+                st.processes
+                    .iter()
+                    .map(move |(_, p)| (node.clone(), p.pid, p.world_rank))
+            })
+            .fold(Vec::new(), |mut v, e| {
+                if !v.contains(&e) {
+                    v.push(e);
+                }
+                v
+            });
+        for n in &self.nodes {
+            let mut st = states.remove(&n.node);
+            for k in 0..samples {
+                let mut got: Vec<ProcessSnapshot> = st
+                    .as_mut()
+                    .map(|s| {
+                        let (these, rest) = std::mem::take(&mut s.processes)
+                            .into_iter()
+                            .partition(|(sample, _)| *sample == k);
+                        s.processes = rest;
+                        these.into_iter().map(|(_, p)| p).collect()
+                    })
+                    .unwrap_or_default();
+                if self.plan.slurm_step.is_some() {
+                    // No table: what the node found; else its ranks as
+                    // another sample found them, or one entry saying that
+                    // nothing came from it.
+                    if got.is_empty() {
+                        let why = self.why_missing(&n.node, st.as_ref(), k);
+                        let mut known: Vec<(Option<u32>, Option<i32>)> = seen
+                            .iter()
+                            .filter(|(node, ..)| *node == n.node)
+                            .map(|&(_, pid, rank)| (pid, rank))
+                            .collect();
+                        if known.is_empty() {
+                            known.push((None, None));
+                        }
+                        for (pid, rank) in known {
+                            let mut p = failed_snapshot(pid, rank, String::new(), why.clone());
+                            p.node = Some(n.node.clone());
+                            got.push(p);
+                        }
+                    }
+                    out.samples[k as usize].extend(got);
+                    continue;
+                }
+                for &(pid, rank) in &n.ranks {
+                    let i = got.iter().position(|p| p.pid == u32::try_from(pid).ok());
+                    let p = match i {
+                        Some(i) => got.swap_remove(i),
+                        None => {
+                            let mut p = failed_snapshot(
+                                u32::try_from(pid).ok().filter(|&p| p > 0),
+                                rank,
+                                String::new(),
+                                self.why_missing(&n.node, st.as_ref(), k),
+                            );
+                            p.node = Some(n.node.clone());
+                            p
+                        }
+                    };
+                    out.samples[k as usize].push(p);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_and_the_collectors_command_line() {
+        let nodes = vec![
+            NodeRanks {
+                node: "n1".into(),
+                ranks: vec![(10, Some(0)), (11, None)],
+            },
+            NodeRanks {
+                node: "n2".into(),
+                ranks: vec![(20, Some(2))],
+            },
+        ];
+        assert_eq!(table(&nodes), "n1 10 0\nn1 11 -\nn2 20 2\n");
+        let plan = Plan {
+            samples: 2,
+            interval_ms: 500,
+            node_timeout: Duration::from_secs(30),
+            options: vec!["--no-stacks".into()],
+            slurm_step: None,
+        };
+        let cmd = srun_command("42", &["n1".into(), "n2".into()], &plan);
+        let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        let line = args.join(" ");
+        assert!(
+            line.starts_with("--jobid=42 --overlap --nodelist=n1,n2 --nodes=2 --ntasks=2 --ntasks-per-node=1"),
+            "{line}"
+        );
+        assert!(
+            line.ends_with("collect --samples 2 --interval 500 --deadline 30000 -- --no-stacks"),
+            "{line}"
+        );
+    }
+}

@@ -1,0 +1,288 @@
+//! Sampling a whole job: its local ranks here, its other nodes' ranks by
+//! one collector per node ([`super::fanout`]), once or twice; then one
+//! snapshot per sample with every rank, whichever node read it.
+
+use std::time::{Duration, Instant};
+
+use mpiq::{DumpError, DumpOptions, ProcessSnapshot, Snapshot};
+
+use super::fanout::{Fanout, Gathered, Launcher, NodeRanks, Plan};
+use super::ranks::{job_ranks, JobRank};
+use super::slurm::{resolve, SlurmStep};
+use super::{collect_slots, failed_snapshot, open_live, Reporter, RunError, Slot};
+use crate::report::Samples;
+
+/// Where a job's ranks are found.
+#[derive(Clone, Debug)]
+pub enum JobSource {
+    /// A starter's proctable (mpirun, mpiexec, srun), or the MPI processes
+    /// started under it.
+    Starter(i32),
+    /// A Slurm job step (`JOB` or `JOB.STEP`): the processes of the step on
+    /// each of its nodes.
+    Slurm(String),
+}
+
+/// How the job is to be sampled.
+#[derive(Clone, Debug)]
+pub struct JobPlan {
+    /// Samples (1 or 2).
+    pub samples: u8,
+    /// Milliseconds between them.
+    pub interval_ms: u64,
+    /// How long a node's collector may take.
+    pub node_timeout: Duration,
+    /// The bridge options as given, passed on to collectors.
+    pub options: Vec<String>,
+}
+
+/// One snapshot of the local ranks of a job: stop, read, release.
+fn sample_local(ranks: &[JobRank], opts: &DumpOptions, rep: &Reporter) -> Result<Snapshot, RunError> {
+    let local: Vec<(i32, Option<i32>)> = ranks
+        .iter()
+        .filter(|r| r.unreachable.is_none())
+        .map(|r| (r.pid, r.rank))
+        .collect();
+    let mut opened = open_live(&local, rep).into_iter();
+    let mut slots = Vec::with_capacity(ranks.len());
+    for r in ranks {
+        match &r.unreachable {
+            None => slots.extend(opened.next()),
+            Some(why) => slots.push(Slot::Failed(Box::new(failed_snapshot(
+                u32::try_from(r.pid).ok().filter(|&p| p > 0),
+                r.rank,
+                r.executable.clone(),
+                why.clone(),
+            )))),
+        }
+    }
+    collect_slots(slots, opts, rep)
+}
+
+/// The options collectors get: the user's, without `--record` (a
+/// recording covers what this process reads).
+fn collector_options(options: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut it = options.iter();
+    while let Some(o) = it.next() {
+        if o == "--record" {
+            it.next();
+        } else if !o.starts_with("--record=") {
+            out.push(o.clone());
+        }
+    }
+    out
+}
+
+/// The nodes of the remote ranks, in the table's order.
+fn group_by_node(ranks: &[JobRank]) -> Vec<NodeRanks> {
+    let mut groups: Vec<NodeRanks> = Vec::new();
+    for r in ranks {
+        let Some(host) = &r.host else { continue };
+        match groups.iter_mut().find(|g| g.node == *host) {
+            Some(g) => g.ranks.push((r.pid, r.rank)),
+            None => groups.push(NodeRanks {
+                node: host.clone(),
+                ranks: vec![(r.pid, r.rank)],
+            }),
+        }
+    }
+    groups
+}
+
+/// Every rank of the job, sampled once or twice `interval_ms` apart (the
+/// ranks run in between).
+pub(super) fn run_job(
+    source: &JobSource,
+    plan: &JobPlan,
+    opts: &DumpOptions,
+    rep: &Reporter,
+) -> Result<Samples, RunError> {
+    let collect_plan = |slurm_step: Option<String>| Plan {
+        samples: plan.samples,
+        interval_ms: plan.interval_ms,
+        node_timeout: plan.node_timeout + Duration::from_millis(plan.interval_ms),
+        options: collector_options(&plan.options),
+        slurm_step,
+    };
+    let (local, fanout, step) = match source {
+        JobSource::Starter(pid) => {
+            let job = job_ranks(*pid, rep)?;
+            let groups = group_by_node(&job.ranks);
+            let fanout = (!groups.is_empty()).then(|| {
+                let launcher = match &job.slurm {
+                    Some((id, _)) => Launcher::Slurm { job: id.clone() },
+                    None => Launcher::Ssh,
+                };
+                rep.note(format_args!(
+                    "{} node(s) to read through {}",
+                    groups.len(),
+                    launcher.describe()
+                ));
+                Fanout::start(launcher, groups, collect_plan(None), rep)
+            });
+            let local: Vec<JobRank> = job.ranks.into_iter().filter(|r| r.host.is_none()).collect();
+            (local, fanout, None)
+        }
+        JobSource::Slurm(spec) => {
+            let step = resolve(spec).map_err(|e| RunError::NothingOpened(e.to_string()))?;
+            rep.note(format_args!(
+                "Slurm step {}.{} on {}",
+                step.job,
+                step.step,
+                step.nodes.join(",")
+            ));
+            let nodes = step
+                .nodes
+                .iter()
+                .map(|n| NodeRanks {
+                    node: n.clone(),
+                    ranks: Vec::new(),
+                })
+                .collect();
+            let fanout = Fanout::start(
+                Launcher::Slurm { job: step.job.clone() },
+                nodes,
+                collect_plan(Some(format!("{}.{}", step.job, step.step))),
+                rep,
+            );
+            (Vec::new(), Some(fanout), Some(step))
+        }
+    };
+    let remote = fanout.is_some();
+    // A local sample; with other nodes, a local failure is its ranks'
+    // errors, not the whole command's.
+    let take = |rep: &Reporter| -> Result<Option<Snapshot>, RunError> {
+        if local.is_empty() {
+            return Ok(None);
+        }
+        match sample_local(&local, opts, rep) {
+            Err(e @ (RunError::NothingOpened(_) | RunError::Dump(DumpError::AllFailed(_)))) if remote => {
+                let text = e.to_string();
+                Ok(Some(Snapshot {
+                    processes: local
+                        .iter()
+                        .map(|r| failed_snapshot(u32::try_from(r.pid).ok(), r.rank, r.executable.clone(), text.clone()))
+                        .collect(),
+                    ..Snapshot::default()
+                }))
+            }
+            r => r.map(Some),
+        }
+    };
+    let first_at = Instant::now();
+    let first = take(rep)?;
+    let mut second = None;
+    let mut second_failed = None;
+    let mut local_interval = None;
+    if plan.samples >= 2 && first.is_some() {
+        rep.note(format_args!("letting the job run {} ms", plan.interval_ms));
+        std::thread::sleep(Duration::from_millis(plan.interval_ms));
+        let second_at = Instant::now();
+        match take(rep) {
+            Ok(s) => {
+                second = s;
+                local_interval = Some(second_at.duration_since(first_at).as_millis() as u64);
+            }
+            // The ranks are gone (the job ended, or was killed): show the
+            // first sample, which alone cannot confirm a deadlock.
+            Err(e @ (RunError::NothingOpened(_) | RunError::Dump(DumpError::AllFailed(_)))) => {
+                second_failed = Some(e.to_string());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let gathered = fanout.map(|f| f.finish(rep)).unwrap_or_default();
+    Ok(merge(
+        plan,
+        first,
+        second,
+        second_failed,
+        local_interval,
+        gathered,
+        step.as_ref(),
+    ))
+}
+
+/// One snapshot per sample: the local ranks and every node's, by rank.
+fn merge(
+    plan: &JobPlan,
+    first: Option<Snapshot>,
+    second: Option<Snapshot>,
+    second_failed: Option<String>,
+    local_interval: Option<u64>,
+    gathered: Gathered,
+    step: Option<&SlurmStep>,
+) -> Samples {
+    let mut remote = gathered.samples.into_iter();
+    let mut sample = |local: Option<Snapshot>| {
+        let mut s = local.unwrap_or_default();
+        s.processes.extend(remote.next().unwrap_or_default());
+        if let (Some(step), Some(size)) = (step, gathered.job_size) {
+            add_missing_ranks(&mut s.processes, size, step);
+        }
+        s.processes
+            .sort_by_key(|p| (p.world_rank.is_none(), p.world_rank.unwrap_or(0)));
+        s
+    };
+    let first = sample(first);
+    if plan.samples < 2 || (second.is_none() && second_failed.is_some() && gathered.interval_ms.is_none()) {
+        return Samples {
+            current: first,
+            second_failed,
+            ..Samples::default()
+        };
+    }
+    let current = sample(second);
+    Samples {
+        current,
+        previous: Some(first),
+        interval_ms: local_interval.max(gathered.interval_ms),
+        second_failed: None,
+    }
+}
+
+/// Ranks the job's size says exist but no node found: errors, never left
+/// out.
+fn add_missing_ranks(processes: &mut Vec<ProcessSnapshot>, size: i32, step: &SlurmStep) {
+    let mut lost: Vec<String> = processes
+        .iter()
+        .filter(|p| p.world_rank.is_none() && p.error.is_some())
+        .filter_map(|p| p.node.clone())
+        .collect();
+    lost.dedup();
+    for r in 0..size {
+        if !processes.iter().any(|p| p.world_rank == Some(r)) {
+            processes.push(failed_snapshot(
+                None,
+                Some(r),
+                String::new(),
+                format!(
+                    "rank {r} of {size} was not found on any node of Slurm step {}.{} ({}){}",
+                    step.job,
+                    step.step,
+                    step.nodes.join(","),
+                    if lost.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": node(s) {} did not answer", lost.join(", "))
+                    }
+                ),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collectors_record_nothing() {
+        let o: Vec<String> = ["--all", "--record", "x.rec", "--record=y", "--no-stacks"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(collector_options(&o), vec!["--all", "--no-stacks"]);
+    }
+}
