@@ -257,6 +257,27 @@ impl ProcessImage {
         Ok(None)
     }
 
+    /// A type by name, looked up only in the object that defines data
+    /// symbol `symbol` (a starter's `MPIR_PROCDESC` beside its
+    /// `MPIR_proctable`): no walk through every other object's DWARF.
+    pub fn find_type_beside(&self, name: &str, symbol: &str) -> Result<Option<TypeId>, TargetError> {
+        let (namespaces, bare) = parse_type_name(name);
+        let Some(obj) = self.objects.iter().position(|o| o.file.data_symbol(symbol).is_some()) else {
+            return Ok(None);
+        };
+        let dbg = match self.objects[obj].file.debug_info() {
+            Ok(Some(d)) => d,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(TargetError::Host(e)),
+        };
+        for &ns in namespaces {
+            if let Some((r, true)) = dbg.lookup(ns, bare).map_err(TargetError::Host)? {
+                return Ok(Some(Self::encode(obj, r)));
+            }
+        }
+        Ok(None)
+    }
+
     /// `sizeof` a type (typedefs resolved); `None` when incomplete.
     pub fn size_of(&self, ty: TypeId) -> Result<Option<u64>, TargetError> {
         let (obj, r) = Self::decode(ty);

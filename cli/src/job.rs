@@ -70,7 +70,7 @@ fn procdesc_layout<M: Memory>(starter: &Process<M>) -> (u64, u64, u64, u64) {
     let ptr = starter.image().type_sizes().pointer as u64;
     let fallback = (0, ptr, 2 * ptr, (2 * ptr + 4).div_ceil(ptr) * ptr);
     let image = starter.image();
-    let Ok(Some(ty)) = image.find_type("MPIR_PROCDESC") else {
+    let Ok(Some(ty)) = image.find_type_beside("MPIR_PROCDESC", "MPIR_proctable") else {
         return fallback;
     };
     let field = |n| image.field_offset(ty, n).ok().flatten();
