@@ -1,15 +1,21 @@
-use std::collections::BTreeMap;
 use std::ffi::{c_int, OsString};
-use std::fmt;
-use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::launcher::{self, Launcher, SlurmJob};
 use crate::procs::{self, Proc};
 use crate::{build_example, Example, Mpi};
+
+mod capture;
+mod error;
+
+pub use capture::Output;
+use capture::{lock, spawn_reader, Captured, Shared, Stream};
+use error::ranks_list;
+pub use error::JobError;
 
 /// How long [`JobBuilder::start`] waits for every rank's `MPIQ-READY` line unless told otherwise.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -22,8 +28,13 @@ pub const DEFAULT_EXAMPLE_LIFETIME_SECS: u64 = 600;
 /// Environment variable prefixes the harness removes from the starter's environment, so that
 /// a job never joins or inherits settings of an MPI job the tests themselves run under.
 /// Use [`JobBuilder::env`] to set MCA parameters or CVARs on purpose.
-/// (`PRTE_` is Open MPI 5's runtime, PRRTE, whose `prterun` reads `PRTE_MCA_*`.)
-pub const SCRUBBED_ENV_PREFIXES: &[&str] = &["OMPI_", "PRTE_", "PMIX_", "PMI_", "HYDRA_", "MPIEXEC_"];
+/// (`PRTE_` is Open MPI 5's runtime, PRRTE, whose `prterun` reads `PRTE_MCA_*`. `SLURM`
+/// covers `SLURM_*` and `SLURMD_*`, with `SRUN_` and `SALLOC_`: inside a Slurm job, Open MPI's
+/// `mpirun` would start the ranks on that job's nodes, and `srun` would run a step of it
+/// instead of a job of the harness's own cluster.)
+pub const SCRUBBED_ENV_PREFIXES: &[&str] = &[
+    "OMPI_", "PRTE_", "PMIX_", "PMI_", "HYDRA_", "MPIEXEC_", "SLURM", "SRUN_", "SALLOC_",
+];
 
 /// One rank of a ready job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,110 +43,6 @@ pub struct Rank {
     pub rank: usize,
     /// Its process id, as the rank printed it (`getpid()`).
     pub pid: u32,
-}
-
-/// Why a job could not be started. Every variant carries the starter's output so far.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum JobError {
-    /// The starter could not be spawned.
-    Spawn {
-        /// The command line.
-        command: String,
-        /// The OS error.
-        error: std::io::Error,
-    },
-    /// The starter exited before every rank was ready.
-    ExitedEarly {
-        /// How it exited.
-        status: ExitStatus,
-        /// The ranks that had reported ready.
-        ready: Vec<Rank>,
-        /// Captured output.
-        output: Output,
-    },
-    /// Not every rank reported ready in time.
-    ReadyTimeout {
-        /// The time allowed.
-        timeout: Duration,
-        /// The ranks that had reported ready.
-        ready: Vec<Rank>,
-        /// Captured output.
-        output: Output,
-    },
-    /// A rank printed a malformed, duplicated or out-of-range `MPIQ-READY` line.
-    BadReadyLine {
-        /// What is wrong.
-        problem: String,
-        /// Captured output.
-        output: Output,
-    },
-}
-
-impl fmt::Display for JobError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JobError::Spawn { command, error } => write!(f, "cannot spawn `{command}`: {error}"),
-            JobError::ExitedEarly { status, ready, output } => write!(
-                f,
-                "the starter exited ({status}) before every rank was ready (ready: {})\n{output}",
-                ranks_list(ready)
-            ),
-            JobError::ReadyTimeout { timeout, ready, output } => write!(
-                f,
-                "not every rank printed MPIQ-READY within {timeout:?} (ready: {})\n{output}",
-                ranks_list(ready)
-            ),
-            JobError::BadReadyLine { problem, output } => write!(f, "{problem}\n{output}"),
-        }
-    }
-}
-
-impl std::error::Error for JobError {}
-
-fn ranks_list(ranks: &[Rank]) -> String {
-    if ranks.is_empty() {
-        return "none".into();
-    }
-    ranks
-        .iter()
-        .map(|r| format!("{}:{}", r.rank, r.pid))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// A job's captured standard output and error.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Output {
-    /// Everything the job wrote to standard output (all ranks, as the starter forwarded it).
-    pub stdout: String,
-    /// Everything the job wrote to standard error.
-    pub stderr: String,
-}
-
-impl fmt::Display for Output {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "--- stdout ---\n{}--- stderr ---\n{}--- end ---",
-            self.stdout, self.stderr
-        )
-    }
-}
-
-/// What the reader threads share with the job.
-#[derive(Default)]
-struct Captured {
-    output: Output,
-    ready: BTreeMap<usize, u32>,
-    problems: Vec<String>,
-    open_streams: u8,
-}
-
-type Shared = Arc<(Mutex<Captured>, Condvar)>;
-
-fn lock(shared: &Shared) -> MutexGuard<'_, Captured> {
-    shared.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Options for starting a job; made by [`Job::builder`].
@@ -150,6 +57,7 @@ pub struct JobBuilder {
     ready_timeout: Duration,
     lifetime_secs: u64,
     program: Option<PathBuf>,
+    launcher: Launcher,
 }
 
 impl JobBuilder {
@@ -157,6 +65,14 @@ impl JobBuilder {
     /// building the example; the example then only names the job and sets its defaults.
     pub fn program(mut self, exe: impl Into<PathBuf>) -> Self {
         self.program = Some(exe.into());
+        self
+    }
+
+    /// How to start the ranks (default [`Launcher::Local`], the MPI's own starter): e.g.
+    /// through Slurm with [`crate::slurm::Cluster::srun`]. A Slurm launcher sets the rank
+    /// count to `nodes * per_node`, whatever [`JobBuilder::nprocs`] said.
+    pub fn launcher(mut self, launcher: Launcher) -> Self {
+        self.launcher = launcher;
         self
     }
 
@@ -201,7 +117,8 @@ impl JobBuilder {
     /// # Panics
     /// On any failure, with the captured output: see [`JobBuilder::try_start`].
     pub fn start(self) -> Job {
-        let what = format!("{} x{} under {}", self.example, self.nprocs, self.mpi);
+        let nprocs = self.launcher.nprocs().unwrap_or(self.nprocs);
+        let what = format!("{} x{nprocs} under {} ({})", self.example, self.mpi, self.launcher);
         self.try_start().unwrap_or_else(|e| panic!("starting {what}: {e}"))
     }
 
@@ -219,12 +136,16 @@ impl JobBuilder {
     /// Like [`JobBuilder::start`] but returns start-up failures as errors. Building the
     /// example still panics on failure (see [`build_example`]). On error everything that was
     /// started has been killed.
-    pub fn try_start(self) -> Result<Job, JobError> {
+    pub fn try_start(mut self) -> Result<Job, JobError> {
         let exe = match &self.program {
             Some(p) => p.clone(),
             None => build_example(self.mpi, self.example),
         };
-        let mut cmd = self.mpi.starter_command(self.nprocs, &exe, &self.args);
+        self.nprocs = self.launcher.nprocs().unwrap_or(self.nprocs);
+        let job_name = launcher::unique_job_name();
+        let mut cmd = self
+            .launcher
+            .command(self.mpi, self.nprocs, &exe, &self.args, &job_name);
         for (key, _) in std::env::vars_os() {
             let scrub = key
                 .to_str()
@@ -247,6 +168,7 @@ impl JobBuilder {
             cmd.env("LD_LIBRARY_PATH", path);
         }
         cmd.env("MPIQ_EXAMPLE_LIFETIME", self.lifetime_secs.to_string());
+        cmd.envs(self.launcher.env(self.mpi));
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         // Its own process group, so that a signal to the test's group (Ctrl-C) does not reach
@@ -279,13 +201,24 @@ impl JobBuilder {
             ranks: Vec::new(),
             processes: vec![starter],
             shared,
+            slurm: self.launcher.slurm_conf().map(|conf| SlurmJob {
+                conf: conf.to_path_buf(),
+                name: job_name,
+                id: None,
+            }),
+            in_allocation: matches!(self.launcher, Launcher::MpirunInAllocation { .. }),
         };
         job.wait_ready(self.ready_timeout)?;
+        let slurm = match job.slurm_job_id() {
+            Some(id) => format!(", Slurm job {id}"),
+            None => String::new(),
+        };
         eprintln!(
-            "[mpiq-tests] {} x{} under {}: ready in {:.2?} (starter {}, ranks {})",
+            "[mpiq-tests] {} x{} under {} ({}): ready in {:.2?} (starter {}{slurm}, ranks {})",
             job.example,
             job.nprocs,
             job.mpi,
+            self.launcher,
             started.elapsed(),
             job.starter_pid,
             ranks_list(&job.ranks)
@@ -294,86 +227,14 @@ impl JobBuilder {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Stream {
-    Stdout,
-    Stderr,
-}
-
-fn spawn_reader(pipe: impl Read + Send + 'static, shared: Shared, stream: Stream, nprocs: usize) {
-    std::thread::Builder::new()
-        .name("mpiq-job-reader".into())
-        .spawn(move || {
-            let mut reader = BufReader::new(pipe);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                match reader.read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                let line = String::from_utf8_lossy(&buf);
-                let mut c = lock(&shared);
-                match stream {
-                    Stream::Stdout => {
-                        c.output.stdout.push_str(&line);
-                        if let Some(parsed) = parse_ready_line(&line) {
-                            record_ready(&mut c, parsed, nprocs);
-                        }
-                    }
-                    Stream::Stderr => c.output.stderr.push_str(&line),
-                }
-                drop(c);
-                shared.1.notify_all();
-            }
-            lock(&shared).open_streams -= 1;
-            shared.1.notify_all();
-        })
-        .expect("spawn a reader thread");
-}
-
-/// Parses `MPIQ-READY rank=<r> pid=<p>` anywhere in a line: `None` if the line has no
-/// marker, `Some(Err)` if it has one that does not parse.
-fn parse_ready_line(line: &str) -> Option<Result<Rank, String>> {
-    let at = line.find("MPIQ-READY")?;
-    let rest = &line[at + "MPIQ-READY".len()..];
-    let mut rank = None;
-    let mut pid = None;
-    for word in rest.split_whitespace() {
-        if let Some(v) = word.strip_prefix("rank=") {
-            rank = v.parse::<usize>().ok();
-        } else if let Some(v) = word.strip_prefix("pid=") {
-            pid = v.parse::<u32>().ok();
-        }
-    }
-    Some(match (rank, pid) {
-        (Some(rank), Some(pid)) if pid > 0 => Ok(Rank { rank, pid }),
-        _ => Err(format!("malformed ready line: {:?}", line.trim_end())),
-    })
-}
-
-fn record_ready(c: &mut Captured, parsed: Result<Rank, String>, nprocs: usize) {
-    match parsed {
-        Err(problem) => c.problems.push(problem),
-        Ok(r) if r.rank >= nprocs => {
-            c.problems
-                .push(format!("rank {} reported ready in a job of {nprocs}", r.rank));
-        }
-        Ok(r) => {
-            if let Some(old) = c.ready.insert(r.rank, r.pid) {
-                c.problems.push(format!(
-                    "rank {} reported ready twice (pid {old}, then pid {})",
-                    r.rank, r.pid
-                ));
-            }
-        }
-    }
-}
-
 /// A running MPI job of one example. Dropping it kills everything it started, also while a
 /// test panics: SIGKILL to the starter's process group *and* to every recorded process (the
 /// ranks and the starter's descendants, such as `hydra_pmi_proxy`, which put themselves in
 /// other sessions), then the starter is reaped.
+///
+/// A job started through Slurm ([`JobBuilder::launcher`]) is ended the same way (the process
+/// group is `srun`'s or `salloc`'s, the recorded processes include the ranks and what runs
+/// between them and `slurmstepd`), then `scancel`led, and Drop waits until its ranks are gone.
 ///
 /// ```no_run
 /// use mpiq_tests::{Example, Job, Mpi};
@@ -397,14 +258,10 @@ pub struct Job {
     ranks: Vec<Rank>,
     processes: Vec<Proc>,
     shared: Shared,
-}
-
-impl fmt::Debug for Captured {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Captured")
-            .field("ready", &self.ready)
-            .finish_non_exhaustive()
-    }
+    /// The Slurm job, under a Slurm launcher.
+    slurm: Option<SlurmJob>,
+    /// Whether `child` is `salloc` and the starter its child.
+    in_allocation: bool,
 }
 
 impl Job {
@@ -443,6 +300,7 @@ impl Job {
             ready_timeout: DEFAULT_READY_TIMEOUT,
             lifetime_secs: DEFAULT_EXAMPLE_LIFETIME_SECS,
             program: None,
+            launcher: Launcher::Local,
         }
     }
 
@@ -479,9 +337,26 @@ impl Job {
     }
 
     /// Pid of the starter (`mpirun` / `mpiexec`; Open MPI 5's `mpirun` becomes `prterun`),
-    /// the leader of the job's process group.
+    /// the leader of the job's process group. Under [`Launcher::Srun`] it is `srun`; under
+    /// [`Launcher::MpirunInAllocation`] the `mpirun` / `mpiexec` that `salloc` runs (in a
+    /// process group of its own).
     pub fn starter_pid(&self) -> u32 {
         self.starter_pid
+    }
+
+    /// The Slurm job id of a job started through Slurm (`None` otherwise, or if it could not
+    /// be learnt).
+    pub fn slurm_job_id(&self) -> Option<u32> {
+        self.slurm.as_ref().and_then(|s| s.id)
+    }
+
+    /// The Slurm node `rank` runs on (its `SLURMD_NODENAME`, e.g. `n2`), while it runs;
+    /// `None` for a job not started through Slurm.
+    ///
+    /// # Panics
+    /// If the job has no such rank.
+    pub fn node_of(&self, rank: usize) -> Option<String> {
+        launcher::node_of_pid(self.pid_of(rank))
     }
 
     /// Every rank, sorted by rank.
@@ -601,14 +476,27 @@ impl Job {
         }
         // Record the process tree now, while every process is alive and in place. The
         // starter was recorded right after fork, perhaps under the test's own name.
-        if let Some(now) = Proc::of(self.starter_pid) {
+        let leader = self.child.id();
+        if self.in_allocation {
+            if let Some(starter) = launcher::allocation_starter(leader, Duration::from_secs(5)) {
+                self.starter_pid = starter.pid;
+            }
+        }
+        if let Some(slurm) = &mut self.slurm {
+            slurm.find_id(&lock(&self.shared).output.stderr);
+        }
+        if let Some(now) = Proc::of(leader) {
             if let Some(first) = self.processes.first_mut() {
                 if first.pid == now.pid && first.start_time == now.start_time {
                     *first = now;
                 }
             }
         }
-        let mut known = procs::descendants(self.starter_pid);
+        let mut known = procs::descendants(leader);
+        if self.slurm.is_some() {
+            let ranks: Vec<u32> = self.ranks.iter().map(|r| r.pid).collect();
+            known.extend(launcher::rank_keepers(&ranks));
+        }
         for r in &self.ranks {
             if !known.iter().any(|p| p.pid == r.pid) {
                 known.extend(Proc::of(r.pid));
@@ -623,24 +511,27 @@ impl Job {
 
 impl Drop for Job {
     fn drop(&mut self) {
+        // The leader of the job's process group: the starter, or `srun` / `salloc`.
+        let leader = self.child.id();
         let group_alive = self.try_reap().is_none();
         let mut targets = self.processes.clone();
         if group_alive {
-            // Freeze the starter's group first so that nothing forks while we look, then find
+            // Freeze the leader's group first so that nothing forks while we look, then find
             // what was started since readiness (twice: a stopped proxy cannot fork either).
-            // The starter leads its own group (process_group(0)) and is not yet reaped, so
+            // The leader leads its own group (process_group(0)) and is not yet reaped, so
             // the group id cannot have been recycled.
-            procs::send_signal(-(self.starter_pid as c_int), procs::SIGSTOP);
+            procs::send_signal(-(leader as c_int), procs::SIGSTOP);
             for _ in 0..2 {
-                for p in procs::descendants(self.starter_pid) {
+                for p in procs::descendants(leader) {
                     p.signal(procs::SIGSTOP);
                     targets.push(p);
                 }
             }
-            procs::send_signal(-(self.starter_pid as c_int), procs::SIGKILL);
+            procs::send_signal(-(leader as c_int), procs::SIGKILL);
         }
         // Recorded processes are killed only if they are still the same process (pid and
-        // start time), so a recycled pid is never hit.
+        // start time), so a recycled pid is never hit. Under Slurm these include the ranks,
+        // which run under `slurmstepd`, not under the leader.
         for p in &targets {
             p.signal(procs::SIGKILL);
         }
@@ -648,36 +539,30 @@ impl Drop for Job {
             let _ = self.child.kill();
             self.reaped = self.child.wait().ok();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_ready_lines() {
-        assert_eq!(parse_ready_line("hello"), None);
-        assert_eq!(
-            parse_ready_line("MPIQ-READY rank=3 pid=1234\n"),
-            Some(Ok(Rank { rank: 3, pid: 1234 }))
-        );
-        // Hydra or Open MPI may prefix output (e.g. with --tag-output).
-        assert_eq!(
-            parse_ready_line("[1,2]<stdout>:MPIQ-READY rank=2 pid=77"),
-            Some(Ok(Rank { rank: 2, pid: 77 }))
-        );
-        assert!(matches!(parse_ready_line("MPIQ-READY rank=x pid=1"), Some(Err(_))));
-        assert!(matches!(parse_ready_line("MPIQ-READY rank=1 pid=0"), Some(Err(_))));
-    }
-
-    #[test]
-    fn rejects_duplicate_and_out_of_range_ranks() {
-        let mut c = Captured::default();
-        record_ready(&mut c, Ok(Rank { rank: 0, pid: 10 }), 2);
-        record_ready(&mut c, Ok(Rank { rank: 0, pid: 11 }), 2);
-        record_ready(&mut c, Ok(Rank { rank: 2, pid: 12 }), 2);
-        assert_eq!(c.ready.len(), 1);
-        assert_eq!(c.problems.len(), 2, "{:?}", c.problems);
+        if let Some(slurm) = &self.slurm {
+            slurm.cancel();
+            let ranks: Vec<Proc> = self
+                .ranks
+                .iter()
+                .filter_map(|r| self.processes.iter().find(|p| p.pid == r.pid).cloned())
+                .collect();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !procs::survivors(&ranks).is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if !slurm.wait_gone(Duration::from_secs(30)) {
+                eprintln!(
+                    "[mpiq-tests] Slurm job {} is still queued 30 s after scancel",
+                    slurm.name
+                );
+            }
+            let left = procs::survivors(&ranks);
+            if !left.is_empty() {
+                eprintln!(
+                    "[mpiq-tests] ranks still alive 30 s after the end of Slurm job {}: {left:?}",
+                    slurm.name
+                );
+            }
+        }
     }
 }

@@ -26,15 +26,20 @@ pub mod example;
 pub mod gdb;
 /// Starting MPI jobs, waiting for readiness, and killing them on drop.
 pub mod job;
+/// How a job starts its ranks: the MPI's own starter, or through Slurm.
+pub mod launcher;
 /// The MPI implementations and their install layout.
 pub mod mpi;
 /// Process helpers over `/proc`: identity, state, descendants, leak checks.
 pub mod procs;
 /// Running a command with a timeout: the one [`run::Run`] result.
 pub mod run;
+/// A Slurm cluster on this one machine (issue 13).
+pub mod slurm;
 
 pub use example::{build_example, examples_build_dir, examples_source_dir, Example};
 pub use job::{Job, JobBuilder, JobError, Output, Rank};
+pub use launcher::Launcher;
 pub use mpi::Mpi;
 pub use procs::{assert_all_gone, Proc};
 pub use run::Run;
