@@ -9,10 +9,12 @@
 //! target/release/mpiq-bench floor FILE.rec [--reps N] [--dll LIB]   # the floor alone
 //! target/release/mpiq-bench cli-warm PID [--reps N] [--in-process]  # CLI, image cache warm
 //! target/release/mpiq-bench stacks [--ranks 128] [--reps 5]          # what stacks add to `mpiq job`
+//! target/release/mpiq-bench nodes [--nodes 8] [--per-node 32]        # a job across Slurm nodes
 //! ```
 
 mod drive;
 mod floor;
+mod nodes;
 mod proc;
 mod report;
 mod stacks;
@@ -31,7 +33,8 @@ usage: mpiq-bench [--mpi openmpi,mpich] [--k 10,1000,10000,100000] [--reps N]
                   [--no-job] [--out DIR]
        mpiq-bench floor FILE [--reps N] [--dll LIB]
        mpiq-bench cli-warm PID [--reps N] [--in-process]
-       mpiq-bench stacks [--ranks 128] [--reps 5] [--mpi openmpi] [--depths 10,100,1000,10000]";
+       mpiq-bench stacks [--ranks 128] [--reps 5] [--mpi openmpi] [--depths 10,100,1000,10000]
+       mpiq-bench nodes [--nodes 8] [--per-node 32] [--reps 5] [--mpi mpich]";
 
 /// What to measure.
 struct Plan {
@@ -265,6 +268,17 @@ fn main() {
         let _ = std::fs::remove_dir_all(&scratch);
         if let Err(e) = r {
             eprintln!("mpiq-bench stacks: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if args.first().map(String::as_str) == Some("nodes") {
+        let scratch = std::env::temp_dir().join(format!("mpiq-bench-nodes-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).unwrap_or_else(|e| die(&format!("{}: {e}", scratch.display())));
+        let r = nodes::main(&args[1..], &scratch);
+        let _ = std::fs::remove_dir_all(&scratch);
+        if let Err(e) = r {
+            eprintln!("mpiq-bench nodes: {e}");
             std::process::exit(1);
         }
         return;
