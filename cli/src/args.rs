@@ -120,10 +120,13 @@ pub enum Command {
         #[command(flatten)]
         dump: DumpArgs,
     },
-    /// Run an MPI job (srun, mpirun, mpiexec, or a command that starts
-    /// one); if it has not finished by --timeout (or, with --detect, as soon
-    /// as it is seen deadlocked), report on it as `mpiq job` does and end
-    /// it. For automated sessions: a hung MPI test in CI explains itself.
+    /// Run an MPI job and, if it hangs, report on it as `mpiq job` does and
+    /// end it (for CI: a hung MPI test explains itself).
+    ///
+    /// The job is srun, mpirun, mpiexec, or a command that starts one. It
+    /// hangs when it is still running after --timeout or, with --detect, as
+    /// soon as a check finds it deadlocked. With -v, mpiq also says what
+    /// each check found.
     #[command(after_long_help = RUN_HELP)]
     Run(RunArgs),
     /// The watchdog of `mpiq run` (started by it; not for use by hand).

@@ -101,8 +101,9 @@ fn read(dir: &Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()))
 }
 
-/// What every report on the deadlock example (3 ranks) holds.
-fn assert_deadlock_report(r: &Run, dir: &Path, why: &str) {
+/// What every report on the deadlock example (3 ranks) holds; `svg`:
+/// whether graphviz's `dot` was there to draw waits.svg.
+fn assert_deadlock_report(r: &Run, dir: &Path, why: &str, svg: bool) {
     assert_eq!(r.code(), Some(EXIT_HUNG), "{r}");
     r.assert_stderr(why);
     r.assert_stderr("verdict: DEADLOCK");
@@ -116,10 +117,12 @@ fn assert_deadlock_report(r: &Run, dir: &Path, why: &str) {
         r.stderr.contains(&text),
         "report.txt is not what stderr said:\n{text}\n{r}"
     );
-    assert!(
-        text.contains(why) && text.contains("report.json, waits.dot, waits.svg, job-output.txt"),
-        "{text}"
-    );
+    let files = if svg {
+        "report.json, waits.dot, waits.svg, job-output.txt"
+    } else {
+        "report.json, waits.dot, job-output.txt"
+    };
+    assert!(text.contains(why) && text.contains(files), "{text}");
     let json: Value = serde_json::from_str(&read(dir, "report.json")).expect("report.json is JSON");
     assert_eq!(json["schema"], "mpiq.snapshot/2");
     assert_eq!(json["processes"].as_array().map(Vec::len), Some(3), "{json:#}");
@@ -134,7 +137,15 @@ fn assert_deadlock_report(r: &Run, dir: &Path, why: &str) {
         "{a:#}"
     );
     assert!(read(dir, "waits.dot").starts_with("digraph"));
-    assert!(read(dir, "waits.svg").contains("<svg"));
+    if svg {
+        assert!(read(dir, "waits.svg").contains("<svg"));
+    } else {
+        assert!(
+            text.contains("waits.svg not written: graphviz's `dot` is not installed"),
+            "{text}"
+        );
+        assert!(!dir.join("waits.svg").exists());
+    }
     let output = read(dir, "job-output.txt");
     assert_eq!(output.matches("MPIQ-READY").count(), 3, "{output}");
     assert!(output.starts_with("==> the job's standard output"), "{output}");
@@ -151,7 +162,12 @@ fn hung_job(mpi: Mpi) {
     assert!(started.len() >= 4, "{started:?}");
     let r = running.wait_within(Duration::from_secs(120));
     assert!(r.elapsed >= Duration::from_secs(5), "{r}");
-    assert_deadlock_report(&r, &report, "ending the job, which did not finish within --timeout 5s");
+    assert_deadlock_report(
+        &r,
+        &report,
+        "ending the job, which did not finish within --timeout 5s",
+        true,
+    );
     r.assert_stderr("starter: ");
     r.assert_stderr("(the command itself)");
     assert_all_gone(&started, Duration::from_secs(10));
@@ -203,10 +219,12 @@ fn a_finished_job_passes_its_status_through_mpich() {
     finished_job(Mpi::Mpich);
 }
 
-fn detect_deadlock(mpi: Mpi, wrap: bool) {
+/// `--detect` on the deadlock example, the starter under `sh -c` when
+/// `wrap`, and with no graphviz `dot` on PATH when `no_dot` (no SVG then).
+fn detect_deadlock(mpi: Mpi, wrap: bool, no_dot: bool) {
     gdb::require_ptrace();
     let _cpu = shared();
-    let dir = WorkDir::new(&format!("run-detect-{}-{wrap}", mpi.name()));
+    let dir = WorkDir::new(&format!("run-detect-{}-{wrap}-{no_dot}", mpi.name()));
     let report = dir.path("report");
     let args = [
         "--timeout",
@@ -217,14 +235,24 @@ fn detect_deadlock(mpi: Mpi, wrap: bool) {
         "--report",
         report.to_str().unwrap(),
     ];
-    let running = spawn(mpiq_run(&args, mpi, (Example::Deadlock, 3, &[]), wrap));
+    let mut cmd = mpiq_run(&args, mpi, (Example::Deadlock, 3, &[]), wrap);
+    if no_dot {
+        // The starter is named by its path; nothing else is looked up.
+        cmd.env("PATH", dir.path("empty"));
+    }
+    let running = spawn(cmd);
     let started = ready(&running, 3);
     let r = running.wait_within(Duration::from_secs(120));
     assert!(
         r.elapsed < Duration::from_secs(60),
         "--detect did not end it early: {r}"
     );
-    assert_deadlock_report(&r, &report, "ending the job, which --detect found deadlocked (check ");
+    assert_deadlock_report(
+        &r,
+        &report,
+        "ending the job, which --detect found deadlocked (check ",
+        !no_dot,
+    );
     if wrap {
         r.assert_stderr("(started by the command; found by its name)");
     }
@@ -233,17 +261,17 @@ fn detect_deadlock(mpi: Mpi, wrap: bool) {
 
 #[test]
 fn detect_ends_a_deadlocked_job_early_openmpi() {
-    detect_deadlock(Mpi::OpenMpi, false);
+    detect_deadlock(Mpi::OpenMpi, false, false);
 }
 
 #[test]
-fn detect_ends_a_deadlocked_job_early_mpich() {
-    detect_deadlock(Mpi::Mpich, false);
+fn detect_ends_a_deadlocked_job_early_mpich_without_graphviz() {
+    detect_deadlock(Mpi::Mpich, false, true);
 }
 
 #[test]
 fn the_starter_is_found_under_a_wrapper() {
-    detect_deadlock(Mpi::OpenMpi, true);
+    detect_deadlock(Mpi::OpenMpi, true, false);
 }
 
 fn detect_healthy(mpi: Mpi) {
