@@ -1,6 +1,8 @@
 //! The command line (clap).
 
+use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 use mpiq::lookup::{Lookup, LOOKUP_OPTIONS};
@@ -21,6 +23,9 @@ Examples:
   mpiq core core.4242 core.4243            core files written by gdb's gcore
   mpiq queues --pid 4242 --queue receives --comm MPI_COMM_WORLD
   mpiq stacks --pid 4242                   every thread's call stack, like gdb's bt
+  mpiq run --timeout 10m --report mpiq-report -- mpirun -n 4 ./test
+                                           run a job; if it hangs, report on it
+                                           (stderr, mpiq-report/) and end it
 
 Call stacks are read by default: each process shows where it is in MPI in
 one line (\"where: in MPI_Recv, called from exchange (solver.c:35)\"), and a
@@ -48,7 +53,9 @@ Exit status:
   3    a deadlock was found (the output names its cycle)
   4    the analysis is inconclusive (verdict \"unknown\": a rank could not be
        read, or a wait depends on something the queues do not tell)
-  128+N  killed by signal N, after releasing every process";
+  128+N  killed by signal N, after releasing every process
+`mpiq run` passes the job's exit status through and has codes of its own
+(124: the job hung and was ended): see `mpiq run --help`.";
 
 /// Show the MPI message queues of hung MPI programs.
 ///
@@ -122,7 +129,7 @@ pub enum Command {
         slurm: Option<String>,
         /// Seconds each other node's collector may take before its ranks
         /// count as unreadable.
-        #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        #[arg(long, value_name = "SECS", default_value_t = DEFAULT_NODE_TIMEOUT_SECS, value_parser = clap::value_parser!(u64).range(1..=3600))]
         node_timeout: u64,
         /// Samples to take: 2 (default) compares two snapshots taken
         /// --interval apart, so that a slow but progressing job is not
@@ -130,7 +137,7 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
         samples: u8,
         /// Milliseconds the ranks run between the two samples.
-        #[arg(long, value_name = "MS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+        #[arg(long, value_name = "MS", default_value_t = DEFAULT_INTERVAL_MS, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
         interval: u64,
         /// Dump options.
         #[command(flatten)]
@@ -161,6 +168,28 @@ pub enum Command {
         /// The bridge's dump options, after `--`.
         #[arg(last = true, allow_hyphen_values = true)]
         options: Vec<String>,
+    },
+    /// Run an MPI job and, if it hangs, report on it as `mpiq job` does and
+    /// end it (for CI: a hung MPI test explains itself).
+    ///
+    /// The job is srun, mpirun, mpiexec, or a command that starts one. It
+    /// hangs when it is still running after --timeout or, with --detect, as
+    /// soon as a check finds it deadlocked. With -v, mpiq also says what
+    /// each check found.
+    #[command(after_long_help = RUN_HELP)]
+    Run(RunArgs),
+    /// The watchdog of `mpiq run` (started by it; not for use by hand).
+    #[command(name = "run-watchdog", hide = true)]
+    RunWatchdog {
+        /// The job's command (the leader of its process group).
+        #[arg(long, value_name = "PID")]
+        job: i32,
+        /// Its start time (clock ticks after boot, /proc/PID/stat).
+        #[arg(long, value_name = "TICKS")]
+        start: u64,
+        /// Milliseconds between SIGTERM and SIGKILL.
+        #[arg(long, value_name = "MS")]
+        grace_ms: u64,
     },
     /// Show the message queues again from a recording (`--record FILE`),
     /// with no process: the same debug library reproduces the same dump.
@@ -223,6 +252,135 @@ by kind in the order of the options above.")]
         #[command(flatten)]
         questions: LookupArgs,
     },
+}
+
+/// The milliseconds `mpiq job` lets the ranks run between its two samples
+/// (`--interval`), which `mpiq run` uses too.
+pub const DEFAULT_INTERVAL_MS: u64 = 500;
+
+/// `mpiq job --node-timeout`'s default: seconds another node's collector
+/// may take.
+pub const DEFAULT_NODE_TIMEOUT_SECS: u64 = 30;
+
+const RUN_HELP: &str = "\
+Examples:
+  mpiq run --timeout 10m --report mpiq-report -- mpirun -n 4 ./test
+      in CI: a test still running after 10 minutes is read (queues, stacks,
+      verdict: on stderr and in mpiq-report/, to upload as an artifact), then ended
+  mpiq run --timeout 2h --detect -- srun -n 64 ./solver
+      also end it as soon as a check (every 30s) finds the ranks deadlocked
+  mpiq run --timeout 30m --report out -- make check
+      the starter is looked for under the command (make, bash -c, a test runner)
+
+The command runs in its own process group, its standard output and error passed
+through unchanged as they come (the last 200 lines of each are kept). If it is
+still running after --timeout, or as soon as a --detect check finds a deadlock,
+mpiq reads the job as `mpiq job --starter PID` does (two samples 500 ms apart)
+and prints the report on stderr: why the job is ended, the verdict, then every
+rank's queues, where the ranks are and the deadlock analysis. Then it ends the
+job: SIGTERM to its process group (mpirun, mpiexec and srun end their ranks),
+and after --grace SIGKILL to every process of the job that is left.
+
+The starter: the command itself when it is mpirun, mpiexec, mpiexec.hydra,
+orterun, prterun or srun (by executable name; also mpirun.* and mpiexec.*),
+else the first process under it that is one, outermost first, else the first
+that has an MPIR_proctable and is not an MPI rank. When there is none, the
+report says so and the job is ended all the same.
+
+--detect: --detect-every after the start, and --detect-every after each check,
+mpiq reads the job (the ranks are stopped for moments, twice); only a
+\"deadlock\" verdict ends it: \"no deadlock\", \"unknown\" or a check that could
+not read the job (it has not started its ranks yet) never do.
+
+Report files (--report DIR): DIR is created if missing; these files, of an
+earlier run, are removed at the start; they are written when the job is ended:
+  report.txt      the text printed on stderr
+  report.json     the same JSON as `mpiq job --json` (mpiq.snapshot/2 + analysis)
+  waits.dot       the wait-for graph and the merged stacks, for graphviz
+  waits.svg       the same drawn (with graphviz's `dot` installed; report.txt
+                  says when it is not)
+  job-output.txt  the last 200 lines of the job's standard output and error
+report.json and waits.* only when the job could be read.
+
+Signals: SIGINT, SIGTERM and SIGHUP to mpiq run are passed on to the job's
+process group; the job is then ended as above (a second signal: SIGKILL at
+once). If mpiq run is killed (SIGKILL), the kernel sends the command SIGTERM
+(PR_SET_PDEATHSIG) and mpiq's watchdog process (`mpiq run-watchdog`) ends every
+process of the job it saw, as mpiq would have. The job's standard input is
+mpiq's, or /dev/null when that is a terminal (the job runs in the background).
+
+Exit status:
+  N       the job finished by itself with status N (killed by signal S: 128+S)
+  124     the job was ended: --timeout passed, or --detect found a deadlock
+          (the report says which, and what mpiq found or why it could not read
+          the job); a job may exit with 124 of its own, as under timeout(1)
+  125     mpiq run failed: --report DIR cannot be created, or the job's exit
+          status could not be read
+  126     the command cannot be executed
+  127     the command was not found
+  2       usage error
+  128+S   mpiq run got signal S (SIGINT, SIGTERM, SIGHUP) and ended the job";
+
+/// The arguments of `mpiq run`.
+#[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("ends").args(["timeout", "detect"]).required(true).multiple(true)))]
+pub struct RunArgs {
+    /// End the job, with a report, if it is still running after DURATION
+    /// (500ms, 60s, 10m, 1h; a plain number is seconds). Without it, only
+    /// --detect ends it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub timeout: Option<Duration>,
+    /// Write the report into DIR too (created if missing): report.txt,
+    /// report.json, waits.dot, waits.svg, job-output.txt.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+    /// Check the job every --detect-every and end it, with the report, as
+    /// soon as it is deadlocked (never on "no deadlock" or "unknown").
+    #[arg(long)]
+    pub detect: bool,
+    /// How often --detect checks (the first check after this long).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration, requires = "detect")]
+    pub detect_every: Duration,
+    /// How long the job has after SIGTERM before SIGKILL.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub grace: Duration,
+    /// The job's command: srun, mpirun, mpiexec ..., or any command that
+    /// starts one (after `--`, or after mpiq run's options).
+    #[arg(value_name = "COMMAND", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<OsString>,
+}
+
+/// A duration: a number with a unit, `ms`, `s`, `m` or `h` (`500ms`, `1.5s`,
+/// `10m`, `1h`); a plain number is seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let bad = || {
+        format!("`{text}` is not a duration: give a number and a unit, as in 500ms, 60s, 10m or 1h (a plain number is seconds)")
+    };
+    let scale = match unit.trim() {
+        "" | "s" | "sec" => 1.0,
+        "ms" => 1e-3,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(bad()),
+    };
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let secs = value * scale;
+    if !secs.is_finite() || secs > 1e9 {
+        return Err(format!("`{text}` is too long a duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A duration ([`parse_duration`]) that is not zero.
+pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err(format!("`{text}`: the duration must be more than 0"));
+    }
+    Ok(d)
 }
 
 /// What to print on stdout.
@@ -543,6 +701,69 @@ mod tests {
         assert!(parse(&["--svg", "x.svg", "--no-analysis"]).is_err());
         let (_, samples, interval) = parse(&["--samples", "1", "--interval", "20"]).unwrap();
         assert_eq!((samples, interval), (1, 20));
+    }
+
+    #[test]
+    fn run_arguments() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["mpiq", "run"];
+            all.extend_from_slice(args);
+            Cli::try_parse_from(all).map(|c| match c.command {
+                Command::Run(r) => r,
+                other => panic!("not run: {other:?}"),
+            })
+        };
+        let words = |r: &RunArgs| {
+            r.command
+                .iter()
+                .map(|w| w.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        let r = parse(&[
+            "--timeout",
+            "10m",
+            "--report",
+            "out",
+            "--",
+            "mpirun",
+            "-n",
+            "4",
+            "./t",
+            "--timeout",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(r.timeout, Some(Duration::from_secs(600)));
+        assert_eq!(r.report, Some(PathBuf::from("out")));
+        assert_eq!(words(&r), ["mpirun", "-n", "4", "./t", "--timeout", "3"]);
+        assert_eq!(
+            (r.detect, r.detect_every, r.grace),
+            (false, Duration::from_secs(30), Duration::from_secs(10))
+        );
+        // Without `--`, the command starts at the first word that is not mpiq run's.
+        let r = parse(&["--detect", "--grace", "0", "srun", "-n", "2", "x"]).unwrap();
+        assert_eq!((r.timeout, r.detect, r.grace), (None, true, Duration::ZERO));
+        assert_eq!(words(&r), ["srun", "-n", "2", "x"]);
+        assert!(parse(&["--", "true"]).is_err(), "neither --timeout nor --detect");
+        assert!(parse(&["--timeout", "1s"]).is_err(), "no command");
+        assert!(parse(&["--timeout", "0s", "true"]).is_err());
+        assert!(parse(&["--timeout", "1s", "--detect-every", "5s", "true"]).is_err());
+        let r = parse(&["--timeout", "1s", "--detect", "--detect-every", "500ms", "true"]).unwrap();
+        assert_eq!(r.detect_every, Duration::from_millis(500));
+        for (text, ms) in [
+            ("500ms", 500),
+            ("60s", 60_000),
+            ("10m", 600_000),
+            ("1h", 3_600_000),
+            ("90", 90_000),
+            ("1.5s", 1500),
+            (" 2 m ", 120_000),
+        ] {
+            assert_eq!(parse_duration(text), Ok(Duration::from_millis(ms)), "{text}");
+        }
+        for bad in ["", "s", "5x", "1e3", "-1s", "1.2.3s", "ms5", "1d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

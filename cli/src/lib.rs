@@ -33,6 +33,8 @@ pub mod elf;
 pub mod image;
 /// A starter's `MPIR_proctable` or `MPI2DD_info` proctable: the ranks of a job.
 pub mod job;
+/// `mpiq run`: running a job, reporting on it and ending it if it hangs.
+pub mod launch;
 /// Opening a live process.
 pub mod live;
 /// `mpiq lookup`: answering the library's questions, for checking against gdb.

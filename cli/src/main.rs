@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use mpiq_cli::args::Cli;
+use mpiq_cli::args::{Cli, Command};
 use mpiq_cli::run::RunError;
 
 /// Runs the command and prints its output; returns the exit status.
@@ -24,6 +24,14 @@ fn real_main(cli: &Cli) -> anyhow::Result<u8> {
 fn main() -> ExitCode {
     // clap exits with 2 on a usage error and 0 for --help / --version.
     let cli = Cli::parse();
+    // mpiq run's watchdog handles no signals: only its pipe ends it.
+    if let Command::RunWatchdog { job, start, grace_ms } = cli.command {
+        return ExitCode::from(mpiq_cli::launch::watchdog_main(
+            job,
+            start,
+            std::time::Duration::from_millis(grace_ms),
+        ));
+    }
     match real_main(&cli) {
         // 0, or 3 / 4 for a deadlock / an inconclusive analysis.
         Ok(code) => ExitCode::from(code),

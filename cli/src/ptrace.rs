@@ -250,6 +250,19 @@ pub fn detach_everything(timeout: Duration) -> usize {
         .count()
 }
 
+/// The exits the tracer threads' waits took (see [`take_reaped`]).
+static REAPED: Mutex<Vec<WaitStatus>> = Mutex::new(Vec::new());
+
+/// How `pid` ended, if a tracer thread's wait took its exit status: a
+/// process that exits while it is being stopped is reaped there when it is
+/// this process's own child (`mpiq run`'s job), whose status its parent
+/// then reads here.
+pub fn take_reaped(pid: i32) -> Option<WaitStatus> {
+    let mut all = REAPED.lock().unwrap_or_else(|e| e.into_inner());
+    let i = all.iter().position(|s| s.pid().is_some_and(|p| p.as_raw() == pid))?;
+    Some(all.swap_remove(i))
+}
+
 /// A seized thread.
 #[derive(Debug)]
 struct Traced {
@@ -444,7 +457,13 @@ fn wait_stopped(pid: i32, traced: &mut [Traced]) -> Result<(), AttachError> {
                     t.signal = Some(sig);
                 }
                 Ok(WaitStatus::PtraceSyscall(_)) | Ok(WaitStatus::Continued(_)) => t.stopped = true,
-                Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) | Err(Errno::ECHILD) => t.gone = true,
+                Ok(ended @ (WaitStatus::Exited(..) | WaitStatus::Signaled(..))) => {
+                    if t.tid.as_raw() == pid {
+                        REAPED.lock().unwrap_or_else(|e| e.into_inner()).push(ended);
+                    }
+                    t.gone = true;
+                }
+                Err(Errno::ECHILD) => t.gone = true,
                 Err(Errno::EINTR) => waiting = Some(t.tid),
                 Err(errno) => {
                     return Err(AttachError::Os {

@@ -303,6 +303,24 @@ fn run_core(files: &[PathBuf], exe: Option<&Path>, opts: &DumpOptions, rep: &Rep
     collect_slots(slots, opts, rep)
 }
 
+/// What `mpiq job --starter PID` reads with its defaults (two samples,
+/// `--interval` apart, other nodes through their collectors), for `mpiq
+/// run`, which renders the one analysis as text, JSON, DOT and SVG
+/// ([`Report::analyzed`], [`report::render`]).
+pub fn job_samples(starter: i32, opts: &DumpOptions, verbose: bool) -> Result<Samples, RunError> {
+    let rep = Reporter {
+        verbose,
+        start: Instant::now(),
+    };
+    let plan = JobPlan {
+        samples: 2,
+        interval_ms: crate::args::DEFAULT_INTERVAL_MS,
+        node_timeout: Duration::from_secs(crate::args::DEFAULT_NODE_TIMEOUT_SECS),
+        options: Vec::new(),
+    };
+    run_job(&JobSource::Starter(starter), &plan, opts, &rep)
+}
+
 fn run_replay(file: &Path, opts: &DumpOptions) -> Result<Snapshot, RunError> {
     let recording = mpiq::record::RecordingFile::load(file).map_err(|e| RunError::Replay(e.to_string()))?;
     let mut replays = recording
@@ -378,6 +396,7 @@ fn run_stacks(
     Ok(Outcome {
         stdout: out.finish(),
         verdict: None,
+        status: None,
     })
 }
 
@@ -388,12 +407,14 @@ pub struct Outcome {
     pub stdout: String,
     /// The verdict of the analysis, if one was made.
     pub verdict: Option<Verdict>,
+    /// The exit status, when the command chose it itself (`mpiq run`).
+    pub status: Option<u8>,
 }
 
 impl Outcome {
     /// The process exit status (see `mpiq --help`).
     pub fn exit_code(&self) -> u8 {
-        report::exit_code(self.verdict)
+        self.status.unwrap_or_else(|| report::exit_code(self.verdict))
     }
 }
 
@@ -416,6 +437,7 @@ fn finish(samples: Samples, whole_job: bool, dump: &DumpArgs, opts: &DumpOptions
     Ok(Outcome {
         stdout: report::render(&report, format, opts),
         verdict: report.verdict(),
+        status: None,
     })
 }
 
@@ -508,7 +530,25 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
                 }
                 out?
             };
-            Ok(Outcome { stdout, verdict: None })
+            Ok(Outcome {
+                stdout,
+                verdict: None,
+                status: None,
+            })
         }
+        Command::Run(args) => Ok(Outcome {
+            stdout: String::new(),
+            verdict: None,
+            status: Some(crate::launch::run(args, cli.verbose)),
+        }),
+        Command::RunWatchdog { job, start, grace_ms } => Ok(Outcome {
+            stdout: String::new(),
+            verdict: None,
+            status: Some(crate::launch::watchdog_main(
+                *job,
+                *start,
+                Duration::from_millis(*grace_ms),
+            )),
+        }),
     }
 }

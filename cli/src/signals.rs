@@ -6,17 +6,77 @@
 //! `sigwait`. On a signal it raises [`INTERRUPTED`](crate::signals::INTERRUPTED) (target reads then fail
 //! with `TargetError::Interrupted`), detaches from every process through
 //! [`crate::ptrace::detach_everything`], and exits with 128 + the signal.
+//!
+//! While `mpiq run` has a job ([`pass_on_to`](crate::signals::pass_on_to)),
+//! the signal is passed on to the job's process group instead (with
+//! SIGCONT, for a stopped job) and mpiq goes on: `mpiq run` sees it with
+//! [`passed_on`](crate::signals::passed_on), ends the job and exits with
+//! 128 + the signal itself.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use nix::sys::signal::{killpg, SigSet, SigmaskHow, Signal};
+use nix::unistd::Pid;
 
 /// Set once a terminating signal arrived.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// The signals handled.
 const SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+
+/// The process group of `mpiq run`'s job (0: none). The lock is held while
+/// a signal is passed on, so that once [`forget_job`] returned none will
+/// be (the group id may then be reused).
+static JOB_GROUP: Mutex<i32> = Mutex::new(0);
+/// The last signal passed on to the job.
+static PASSED_ON: AtomicI32 = AtomicI32::new(0);
+/// How many signals were passed on.
+static PASSED_ON_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// From now on, pass the signals on to process group `pgid` instead of
+/// exiting (`mpiq run`).
+pub fn pass_on_to(pgid: i32) {
+    *JOB_GROUP.lock().unwrap_or_else(|e| e.into_inner()) = pgid;
+}
+
+/// Stop passing signals on (before the job's leader is reaped).
+pub fn forget_job() {
+    *JOB_GROUP.lock().unwrap_or_else(|e| e.into_inner()) = 0;
+}
+
+/// The last signal passed on to the job, and how many were.
+pub fn passed_on() -> Option<(Signal, usize)> {
+    let n = PASSED_ON_COUNT.load(Ordering::SeqCst);
+    let sig = Signal::try_from(PASSED_ON.load(Ordering::SeqCst)).ok()?;
+    (n > 0).then_some((sig, n))
+}
+
+/// Passes `sig` on to the job, if there is one; whether there was.
+fn pass_on(sig: Signal) -> bool {
+    let group = JOB_GROUP.lock().unwrap_or_else(|e| e.into_inner());
+    if *group <= 0 {
+        return false;
+    }
+    INTERRUPTED.store(true, Ordering::SeqCst);
+    let n = crate::ptrace::detach_everything(Duration::from_secs(5));
+    let _ = killpg(Pid::from_raw(*group), sig);
+    let _ = killpg(Pid::from_raw(*group), Signal::SIGCONT);
+    PASSED_ON.store(sig as i32, Ordering::SeqCst);
+    PASSED_ON_COUNT.fetch_add(1, Ordering::SeqCst);
+    let released = if n > 0 {
+        format!("; released {n} stopped process{}", if n == 1 { "" } else { "es" })
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "mpiq run: {}: passed on to the job (process group {}){released}",
+        sig.as_str(),
+        *group
+    );
+    true
+}
 
 /// Installs the handling; call it first thing in `main`, before any thread
 /// is started. Returns an error if the signal mask cannot be changed.
@@ -30,6 +90,9 @@ pub fn install() -> nix::Result<()> {
         .name("mpiq-signals".into())
         .spawn(move || loop {
             let Ok(sig) = set.wait() else { continue };
+            if pass_on(sig) {
+                continue;
+            }
             INTERRUPTED.store(true, Ordering::SeqCst);
             let n = crate::ptrace::detach_everything(Duration::from_secs(5));
             eprintln!(

@@ -44,8 +44,8 @@ pub enum Example {
     /// `MPI_Recv` from 0, rank 2 computing (exactly 3 ranks). The harness runs `any` (not a
     /// deadlock); `.args(["all"])` gives `MPI_Waitall` (deadlock, cycle [0,1]).
     Waitany,
-    /// `healthy.c`: a `MPI_Sendrecv` ring with `usleep(50 ms)` between steps, forever (runs
-    /// until killed).
+    /// `healthy.c [STEPS]`: a `MPI_Sendrecv` ring with `usleep(50 ms)` between steps, forever
+    /// (runs until killed); `.args(["100"])` ends it well after 100 steps (about 5 s).
     Healthy,
     /// `threads.c [compute|join]`: `MPI_THREAD_MULTIPLE`; rank 0's second thread in `MPI_Recv`
     /// from 1 while its main thread computes, rank 1 in `MPI_Recv` from 0 (exactly 2 ranks).

@@ -210,6 +210,7 @@ pub(super) fn run_collector(req: &CollectRequest, options: &[String], rep: &Repo
             return Ok(Outcome {
                 stdout: String::new(),
                 verdict: None,
+                status: None,
             });
         }
     };
@@ -249,6 +250,7 @@ pub(super) fn run_collector(req: &CollectRequest, options: &[String], rep: &Repo
     Ok(Outcome {
         stdout: String::new(),
         verdict: None,
+        status: None,
     })
 }
 

@@ -159,11 +159,16 @@ fn spawn(mut cmd: Command, input: Option<String>, index: usize, tx: &mpsc::Sende
     cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls between fork and exec: prctl
-    // asks the kernel for SIGTERM when the front end's thread that started
-    // the launcher ends, so a killed front end ends its collectors.
+    // SAFETY: only async-signal-safe calls between fork and exec. The
+    // signals mpiq blocks in every thread (signals.rs) are unblocked, so
+    // the launcher can be ended; prctl asks the kernel for SIGTERM when the
+    // front end's thread that started the launcher ends, so a killed front
+    // end ends its collectors.
     unsafe {
         cmd.pre_exec(|| {
+            let mut none = std::mem::zeroed::<libc::sigset_t>();
+            libc::sigemptyset(&mut none);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                 return Err(std::io::Error::last_os_error());
             }

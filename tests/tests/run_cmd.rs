@@ -1,0 +1,387 @@
+//! `mpiq run` on real jobs under both test-bed MPIs (Open MPI's `mpirun`,
+//! MPICH's `mpiexec`): a hanging job (`deadlock`) is reported on (stderr
+//! and `--report DIR`: report.txt, report.json with the cycle, waits.dot,
+//! waits.svg, job-output.txt) and ended, exit status 124, with every
+//! process it started gone; a job that finishes passes its exit status
+//! through (0, and a failing one); `--detect` ends a deadlocked job early
+//! and lets a healthy, communicating one run to its end; the starter is
+//! found under a wrapper; a command with no starter is reported and ended
+//! (SIGKILL when it ignores SIGTERM); a signal to mpiq run is passed on,
+//! and a SIGKILLed mpiq run leaves no job behind (its watchdog).
+//!
+//! Uses the `mpiq` binary of the test's own profile (build the workspace
+//! first: `cargo build --release --workspace` for `cargo test --release`).
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Command;
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use mpiq_tests::fixtures::WorkDir;
+use mpiq_tests::frontends::cli_command;
+use mpiq_tests::job::SCRUBBED_ENV_PREFIXES;
+use mpiq_tests::procs::{self, Proc};
+use mpiq_tests::run::{spawn, Run, Running};
+use mpiq_tests::{assert_all_gone, build_example, gdb, Example, Mpi};
+use serde_json::Value;
+
+/// `mpiq run`'s exit status for a job it ended.
+const EXIT_HUNG: i32 = 124;
+
+/// The deadlock example's ranks spin at full speed: the tests whose point
+/// is that a healthy job is *not* called deadlocked run alone (write
+/// lock), the others side by side (read lock).
+static CPU: RwLock<()> = RwLock::new(());
+
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    CPU.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CPU.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `mpiq run ARGS -- <mpi's starter> -n N <example> EXAMPLE_ARGS`, with
+/// the environment the harness gives its jobs (no inherited MPI variables,
+/// the MPI's libraries first, a 120 s safety-net lifetime), through `wrap`
+/// (e.g. `sh -c`) when given.
+fn mpiq_run(args: &[&str], mpi: Mpi, job: (Example, usize, &[&str]), wrap: bool) -> Command {
+    let (example, nprocs, example_args) = job;
+    let exe = build_example(mpi, example);
+    job_command(args, mpi, mpi.starter_command(nprocs, &exe, example_args), wrap)
+}
+
+/// [`mpiq_run`] for any starter command.
+fn job_command(args: &[&str], mpi: Mpi, starter: Command, wrap: bool) -> Command {
+    let mut words: Vec<OsString> = vec![starter.get_program().to_owned()];
+    words.extend(starter.get_args().map(ToOwned::to_owned));
+    if wrap {
+        let line: Vec<String> = words.iter().map(|w| format!("'{}'", w.to_string_lossy())).collect();
+        words = vec!["sh".into(), "-c".into(), format!("{}; exit $?", line.join(" ")).into()];
+    }
+    let mut cmd = cli_command(&["run"]);
+    cmd.args(args).arg("--").args(&words);
+    for (key, _) in std::env::vars_os() {
+        if key
+            .to_str()
+            .is_some_and(|k| SCRUBBED_ENV_PREFIXES.iter().any(|p| k.starts_with(p)))
+        {
+            cmd.env_remove(&key);
+        }
+    }
+    for (k, v) in starter.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.env("LD_LIBRARY_PATH", mpi.library_dir())
+        .env("MPIQ_EXAMPLE_LIFETIME", "120");
+    cmd
+}
+
+/// Waits until the job printed `n` READY lines (passed through on mpiq
+/// run's standard output), then returns every process under mpiq run: the
+/// job's, and mpiq's watchdog.
+fn ready(running: &Running, n: usize) -> Vec<Proc> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while running.stdout_so_far().matches("MPIQ-READY").count() < n {
+        assert!(
+            Instant::now() < deadline,
+            "the job did not get ready:\n{}",
+            running.stdout_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    procs::descendants(running.id())
+}
+
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()))
+}
+
+/// What every report on the deadlock example (3 ranks) holds; `svg`:
+/// whether graphviz's `dot` was there to draw waits.svg.
+fn assert_deadlock_report(r: &Run, dir: &Path, why: &str, svg: bool) {
+    assert_eq!(r.code(), Some(EXIT_HUNG), "{r}");
+    r.assert_stderr(why);
+    r.assert_stderr("verdict: DEADLOCK");
+    r.assert_stderr("Deadlock analysis: DEADLOCK");
+    r.assert_stderr("cycle: 0 -> 1 -> 2 -> 0");
+    r.assert_stderr("mpiq run: the job was ended");
+    // The job's output passed through, and kept.
+    assert_eq!(r.stdout.matches("MPIQ-READY").count(), 3, "{r}");
+    let text = read(dir, "report.txt");
+    assert!(
+        r.stderr.contains(&text),
+        "report.txt is not what stderr said:\n{text}\n{r}"
+    );
+    let files = if svg {
+        "report.json, waits.dot, waits.svg, job-output.txt"
+    } else {
+        "report.json, waits.dot, job-output.txt"
+    };
+    assert!(text.contains(why) && text.contains(files), "{text}");
+    let json: Value = serde_json::from_str(&read(dir, "report.json")).expect("report.json is JSON");
+    assert_eq!(json["schema"], "mpiq.snapshot/2");
+    assert_eq!(json["processes"].as_array().map(Vec::len), Some(3), "{json:#}");
+    let a = &json["analysis"];
+    assert_eq!(a["verdict"], "deadlock", "{a:#}");
+    assert_eq!(a["cycles"], serde_json::json!([[0, 1, 2]]), "{a:#}");
+    assert!(
+        a["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("rank 0 waits for rank 1 on MPI_COMM_WORLD tag 400"),
+        "{a:#}"
+    );
+    assert!(read(dir, "waits.dot").starts_with("digraph"));
+    if svg {
+        assert!(read(dir, "waits.svg").contains("<svg"));
+    } else {
+        assert!(
+            text.contains("waits.svg not written: graphviz's `dot` is not installed"),
+            "{text}"
+        );
+        assert!(!dir.join("waits.svg").exists());
+    }
+    let output = read(dir, "job-output.txt");
+    assert_eq!(output.matches("MPIQ-READY").count(), 3, "{output}");
+    assert!(output.starts_with("==> the job's standard output"), "{output}");
+}
+
+fn hung_job(mpi: Mpi) {
+    gdb::require_ptrace();
+    let _cpu = shared();
+    let dir = WorkDir::new(&format!("run-hung-{}", mpi.name()));
+    let report = dir.path("report");
+    let args = ["--timeout", "5s", "--report", report.to_str().unwrap()];
+    let running = spawn(mpiq_run(&args, mpi, (Example::Deadlock, 3, &[]), false));
+    let started = ready(&running, 3);
+    assert!(started.len() >= 4, "{started:?}");
+    let r = running.wait_within(Duration::from_secs(120));
+    assert!(r.elapsed >= Duration::from_secs(5), "{r}");
+    assert_deadlock_report(
+        &r,
+        &report,
+        "ending the job, which did not finish within --timeout 5s",
+        true,
+    );
+    r.assert_stderr("starter: ");
+    r.assert_stderr("(the command itself)");
+    assert_all_gone(&started, Duration::from_secs(10));
+}
+
+#[test]
+fn a_hung_job_is_reported_and_ended_openmpi() {
+    hung_job(Mpi::OpenMpi);
+}
+
+#[test]
+fn a_hung_job_is_reported_and_ended_mpich() {
+    hung_job(Mpi::Mpich);
+}
+
+fn finished_job(mpi: Mpi) {
+    let _cpu = shared();
+    let dir = WorkDir::new(&format!("run-finished-{}", mpi.name()));
+    let report = dir.path("report");
+    let args = ["--timeout", "60s", "--report", report.to_str().unwrap()];
+    let running = spawn(mpiq_run(&args, mpi, (Example::Slow, 4, &[]), false));
+    let started = ready(&running, 4);
+    let r = running.wait_within(Duration::from_secs(120));
+    assert_eq!(r.code(), Some(0), "{r}");
+    assert_eq!(r.stdout.matches("MPIQ-READY").count(), 4, "{r}");
+    assert!(!r.stderr.contains("mpiq run:"), "{r}");
+    // The directory is made, and nothing written into it.
+    let files: Vec<_> = std::fs::read_dir(&report).expect("the report directory").collect();
+    assert!(files.is_empty(), "{files:?}");
+    assert_all_gone(&started, Duration::from_secs(10));
+
+    // A failing job's status, through the starter and mpiq run.
+    let failing = mpi.starter_command(2, Path::new("/bin/sh"), &["-c", "echo failing; exit 3"]);
+    let r = mpiq_tests::run::run_within(
+        job_command(&["--timeout", "60s"], mpi, failing, false),
+        Duration::from_secs(120),
+    );
+    assert_eq!(r.code(), Some(3), "{r}");
+    assert_eq!(r.stdout.matches("failing").count(), 2, "{r}");
+}
+
+#[test]
+fn a_finished_job_passes_its_status_through_openmpi() {
+    finished_job(Mpi::OpenMpi);
+}
+
+#[test]
+fn a_finished_job_passes_its_status_through_mpich() {
+    finished_job(Mpi::Mpich);
+}
+
+/// `--detect` on the deadlock example, the starter under `sh -c` when
+/// `wrap`, and with no graphviz `dot` on PATH when `no_dot` (no SVG then).
+fn detect_deadlock(mpi: Mpi, wrap: bool, no_dot: bool) {
+    gdb::require_ptrace();
+    let _cpu = shared();
+    let dir = WorkDir::new(&format!("run-detect-{}-{wrap}-{no_dot}", mpi.name()));
+    let report = dir.path("report");
+    let args = [
+        "--timeout",
+        "120s",
+        "--detect",
+        "--detect-every",
+        "1s",
+        "--report",
+        report.to_str().unwrap(),
+    ];
+    let mut cmd = mpiq_run(&args, mpi, (Example::Deadlock, 3, &[]), wrap);
+    if no_dot {
+        // The starter is named by its path; nothing else is looked up.
+        cmd.env("PATH", dir.path("empty"));
+    }
+    let running = spawn(cmd);
+    let started = ready(&running, 3);
+    let r = running.wait_within(Duration::from_secs(120));
+    assert!(
+        r.elapsed < Duration::from_secs(60),
+        "--detect did not end it early: {r}"
+    );
+    assert_deadlock_report(
+        &r,
+        &report,
+        "ending the job, which --detect found deadlocked (check ",
+        !no_dot,
+    );
+    if wrap {
+        r.assert_stderr("(started by the command; found by its name)");
+    }
+    assert_all_gone(&started, Duration::from_secs(10));
+}
+
+#[test]
+fn detect_ends_a_deadlocked_job_early_openmpi() {
+    detect_deadlock(Mpi::OpenMpi, false, false);
+}
+
+#[test]
+fn detect_ends_a_deadlocked_job_early_mpich_without_graphviz() {
+    detect_deadlock(Mpi::Mpich, false, true);
+}
+
+#[test]
+fn the_starter_is_found_under_a_wrapper() {
+    detect_deadlock(Mpi::OpenMpi, true, false);
+}
+
+fn detect_healthy(mpi: Mpi) {
+    gdb::require_ptrace();
+    let _cpu = alone();
+    // About 100 x 50 ms of exchanges, checked every second.
+    let args = ["--timeout", "120s", "--detect", "--detect-every", "1s", "-v"];
+    let running = spawn(mpiq_run(&args, mpi, (Example::Healthy, 4, &["100"]), false));
+    let started = ready(&running, 4);
+    let r = running.wait_within(Duration::from_secs(120));
+    assert_eq!(r.code(), Some(0), "{r}");
+    assert!(!r.stderr.contains("ending the job"), "{r}");
+    let checked = r.stderr.matches(": no deadlock").count();
+    assert!(checked >= 2, "fewer than 2 checks saw the job: {r}");
+    assert!(!r.stderr.contains(": deadlock"), "{r}");
+    assert_all_gone(&started, Duration::from_secs(10));
+}
+
+#[test]
+fn detect_lets_a_healthy_job_finish_openmpi() {
+    detect_healthy(Mpi::OpenMpi);
+}
+
+#[test]
+fn detect_lets_a_healthy_job_finish_mpich() {
+    detect_healthy(Mpi::Mpich);
+}
+
+#[test]
+fn no_starter_is_reported_and_a_job_ignoring_sigterm_is_killed() {
+    let dir = WorkDir::new("run-no-starter");
+    let report = dir.path("report");
+    let mut cmd = cli_command(&["run", "--timeout", "1s", "--grace", "1s", "--report"]);
+    cmd.arg(&report).args([
+        "--",
+        "sh",
+        "-c",
+        "trap '' TERM; echo started; sleep 60 & sleep 61; wait",
+    ]);
+    let running = spawn(cmd);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !running.stdout_so_far().contains("started") {
+        assert!(Instant::now() < deadline, "the command did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let started = procs::descendants(running.id());
+    let r = running.wait_within(Duration::from_secs(60));
+    assert_eq!(r.code(), Some(EXIT_HUNG), "{r}");
+    r.assert_stderr("no MPI starter found");
+    r.assert_stderr("SIGKILL: it was still running after --grace");
+    let text = read(&report, "report.txt");
+    assert!(
+        text.contains("verdict: none: the job could not be read: no MPI starter found"),
+        "{text}"
+    );
+    assert!(!report.join("report.json").exists() && !report.join("waits.dot").exists());
+    assert!(read(&report, "job-output.txt").contains("started"));
+    assert!(started.iter().filter(|p| p.name == "sleep").count() == 2, "{started:?}");
+    assert_all_gone(&started, Duration::from_secs(10));
+}
+
+/// A healthy job (forever) under mpiq run (through `sh -c` when `wrap`),
+/// ready, with its processes.
+fn healthy_forever(mpi: Mpi, wrap: bool) -> (Running, Vec<Proc>) {
+    let running = spawn(mpiq_run(&["--timeout", "120s"], mpi, (Example::Healthy, 3, &[]), wrap));
+    let started = ready(&running, 3);
+    (running, started)
+}
+
+#[test]
+fn a_signal_to_mpiq_run_is_passed_on_and_the_job_ended() {
+    let _cpu = shared();
+    let (running, started) = healthy_forever(Mpi::OpenMpi, false);
+    running.signal("TERM");
+    let r = running.wait_within(Duration::from_secs(60));
+    assert_eq!(r.code(), Some(128 + 15), "{r}");
+    r.assert_stderr("SIGTERM: passed on to the job");
+    assert_all_gone(&started, Duration::from_secs(10));
+}
+
+#[test]
+fn a_killed_mpiq_run_leaves_no_job_behind() {
+    let _cpu = shared();
+    // Through `sh -c`: the kernel's SIGTERM on mpiq's death reaches only
+    // the shell, which dies of it and leaves mpiexec running; the watchdog
+    // ends the rest.
+    let (running, started) = healthy_forever(Mpi::Mpich, true);
+    let watchdog: Vec<&Proc> = started.iter().filter(|p| p.name == "mpiq").collect();
+    assert_eq!(watchdog.len(), 1, "{started:?}");
+    assert!(started.iter().any(|p| p.name.starts_with("mpiexec")), "{started:?}");
+    running.signal("KILL");
+    let r = running.wait_within(Duration::from_secs(60));
+    assert_eq!(r.signal(), Some(9), "{r}");
+    assert_all_gone(&started, Duration::from_secs(20));
+}
+
+#[test]
+fn usage_errors_and_a_missing_command() {
+    let run = |args: &[&str]| mpiq_tests::run::run(cli_command(args));
+    let r = run(&["run", "--", "true"]);
+    assert_eq!(r.code(), Some(2), "{r}");
+    r.assert_stderr("--timeout");
+    let r = run(&["run", "--timeout", "5x", "--", "true"]);
+    assert_eq!(r.code(), Some(2), "{r}");
+    r.assert_stderr("is not a duration");
+    let r = run(&["run", "--timeout", "10s", "--", "/nonexistent/mpirun"]);
+    assert_eq!(r.code(), Some(127), "{r}");
+    let r = run(&["run", "--timeout", "10s", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(r.code(), Some(128 + 15), "{r}");
+    let r = run(&["run", "--timeout", "500ms", "echo", "-n", "passed through"]);
+    assert_eq!((r.code(), r.stdout.as_str()), (Some(0), "passed through"), "{r}");
+}
