@@ -6,7 +6,8 @@
 //! starter; a healthy job across nodes is never called deadlocked; and the faults: a
 //! collector killed mid-collection, one that cannot start, one that misses the deadline,
 //! and a front end killed with SIGKILL, each leave every rank running and untraced and make
-//! exactly the lost node's ranks unknown.
+//! exactly the lost node's ranks unknown; `mpiq run` with srun as the launcher reports a
+//! hanging job across nodes and passes a finished one's status through.
 //!
 //! Every test starts its own cluster and stops it (by the pids it recorded). Without Slurm
 //! they print `SKIPPED` and pass, except in CI (`CI=true`), where they fail.
@@ -401,4 +402,86 @@ fn a_front_end_killed_mid_collection_leaves_every_rank_running() {
             "collector {c} still runs after its front end was killed"
         );
     }
+}
+
+/// `mpiq run` with srun as the job's launcher: a hanging job across nodes is reported (every
+/// rank read on its node, the cycle) and ended with 124, the job's step gone; a job that
+/// finishes passes its status through (0, and a failing one's 3).
+#[test]
+fn mpiq_run_under_srun() {
+    let Some(cluster) = cluster() else { return };
+    let mpi = Mpi::Mpich;
+    let launcher = cluster.srun(NODES, PER_NODE);
+    let run_job = |name: &str, example: Example, args: &[&str], run_args: &[&str]| -> Run {
+        let exe = mpiq_tests::build_example(mpi, example);
+        let srun = launcher.command(mpi, NODES * PER_NODE, &exe, args, name);
+        let mut cmd = cli_command(&["run"]);
+        cmd.args(run_args)
+            .arg("--")
+            .arg(srun.get_program())
+            .args(srun.get_args());
+        for (k, v) in srun.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        cmd.envs(launcher.env(mpi))
+            .env("LD_LIBRARY_PATH", mpi.library_dir())
+            .env("MPIQ_EXAMPLE_LIFETIME", "120");
+        run(cmd)
+    };
+    let gone = |name: &str| {
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = cluster.command("squeue").args(["-h", "-n", name]).output().unwrap();
+            if out.stdout.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < until,
+                "job {name} is still queued: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+
+    let report = cluster.dir().join("report");
+    let name = format!("mpiq-run-hang-{}", std::process::id());
+    let r = run_job(
+        &name,
+        Example::Deadlock,
+        &[],
+        &["--timeout", "8s", "--report", report.to_str().unwrap()],
+    );
+    assert_eq!(r.code(), Some(124), "{}", r.all());
+    assert!(r.stderr.contains("Deadlock analysis: DEADLOCK"), "{}", r.all());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(report.join("report.json")).unwrap()).unwrap();
+    assert_eq!(v["analysis"]["verdict"], "deadlock", "{:#}", v["analysis"]);
+    let ring: Vec<i64> = (0..(NODES * PER_NODE) as i64).collect();
+    assert_eq!(v["analysis"]["cycles"], serde_json::json!([ring]));
+    for p in v["processes"].as_array().unwrap() {
+        let r = p["world_rank"].as_i64().unwrap();
+        assert_eq!(p["node"], format!("n{}", r / PER_NODE as i64 + 1), "{p:#}");
+    }
+    gone(&name);
+
+    let name = format!("mpiq-run-ok-{}", std::process::id());
+    let r = run_job(&name, Example::Healthy, &["20"], &["--timeout", "120s"]);
+    assert_eq!(r.code(), Some(0), "{}", r.all());
+    let name = format!("mpiq-run-fail-{}", std::process::id());
+    let srun = launcher.command(
+        mpi,
+        NODES * PER_NODE,
+        std::path::Path::new("/bin/sh"),
+        &["-c", "exit 3"],
+        &name,
+    );
+    let mut cmd = cli_command(&["run", "--timeout", "120s", "--"]);
+    cmd.arg(srun.get_program())
+        .args(srun.get_args())
+        .envs(launcher.env(mpi));
+    let r = run(cmd);
+    assert_eq!(r.code(), Some(3), "{}", r.all());
 }
