@@ -166,13 +166,7 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
             "--nodes" => nodes = value()?.parse().map_err(|e| format!("--nodes: {e}"))?,
             "--per-node" => per_node = value()?.parse().map_err(|e| format!("--per-node: {e}"))?,
             "--reps" => reps = value()?.parse().map_err(|e| format!("--reps: {e}"))?,
-            "--mpi" => {
-                mpi = match value()?.as_str() {
-                    "openmpi" => Mpi::OpenMpi,
-                    "mpich" => Mpi::Mpich,
-                    other => return Err(format!("unknown MPI {other}")),
-                }
-            }
+            "--mpi" => mpi = crate::stacks::parse_mpi(&value()?)?,
             other => return Err(format!("unknown argument {other}")),
         }
     }

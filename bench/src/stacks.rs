@@ -105,6 +105,15 @@ fn depth_row(mpi: Mpi, depth: usize, reps: usize, scratch: &Path) -> Result<(usi
     Ok((depth, median(times), frames))
 }
 
+/// `--mpi openmpi|mpich`.
+pub fn parse_mpi(name: &str) -> Result<Mpi, String> {
+    match name {
+        "openmpi" => Ok(Mpi::OpenMpi),
+        "mpich" => Ok(Mpi::Mpich),
+        other => Err(format!("unknown MPI {other}")),
+    }
+}
+
 /// `mpiq-bench stacks [--ranks N] [--reps R] [--mpi openmpi]`: prints a
 /// Markdown table.
 pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
@@ -118,13 +127,7 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
         match a.as_str() {
             "--ranks" => ranks = value()?.parse().map_err(|e| format!("--ranks: {e}"))?,
             "--reps" => reps = value()?.parse().map_err(|e| format!("--reps: {e}"))?,
-            "--mpi" => {
-                mpi = match value()?.as_str() {
-                    "openmpi" => Mpi::OpenMpi,
-                    "mpich" => Mpi::Mpich,
-                    other => return Err(format!("unknown MPI {other}")),
-                }
-            }
+            "--mpi" => mpi = parse_mpi(&value()?)?,
             "--depths" => {
                 depths = value()?
                     .split(',')
