@@ -229,6 +229,16 @@ fn srun_command(job: &str, nodes: &[String], plan: &Plan) -> Command {
     cmd
 }
 
+/// The ssh that starts the collector of `node` (the user's own ssh
+/// configuration; never a password prompt).
+fn ssh_command(node: &str, plan: &Plan) -> Command {
+    let mut cmd = Command::new(std::env::var("MPIQ_SSH").unwrap_or_else(|_| "ssh".into()));
+    cmd.args(["-o", "BatchMode=yes", "-T", node])
+        .arg(collector_program())
+        .args(collector_args(plan, Some(node)));
+    cmd
+}
+
 impl Fanout {
     /// Starts the collectors of `nodes`.
     pub(super) fn start(launcher: Launcher, nodes: Vec<NodeRanks>, plan: Plan, rep: &Reporter) -> Fanout {
@@ -256,11 +266,7 @@ impl Fanout {
             Launcher::Slurm { job } => launch(srun_command(job, &names, &plan), input, names.clone()),
             Launcher::Ssh => {
                 for n in &names {
-                    let mut cmd = Command::new(std::env::var("MPIQ_SSH").unwrap_or_else(|_| "ssh".into()));
-                    cmd.args(["-o", "BatchMode=yes", "-T", n.as_str()])
-                        .arg(collector_program())
-                        .args(collector_args(&plan, Some(n)));
-                    launch(cmd, input.clone(), vec![n.clone()]);
+                    launch(ssh_command(n, &plan), input.clone(), vec![n.clone()]);
                 }
             }
         }
@@ -541,6 +547,16 @@ mod tests {
         );
         assert!(
             line.ends_with("collect --samples 2 --interval 500 --deadline 30000 -- --no-stacks"),
+            "{line}"
+        );
+        let ssh: Vec<String> = ssh_command("n7", &plan)
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = ssh.join(" ");
+        assert!(line.starts_with("-o BatchMode=yes -T n7 "), "{line}");
+        assert!(
+            line.ends_with("collect --samples 2 --interval 500 --deadline 30000 --node n7 -- --no-stacks"),
             "{line}"
         );
     }
