@@ -1,13 +1,15 @@
 //! The command line (clap).
 
-use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 use mpiq::lookup::{Lookup, LOOKUP_OPTIONS};
 use mpiq::options::{Handler, OptionSpec, DUMP_OPTIONS};
 use mpiq::{DumpOptions, Format, UsageError};
+
+mod run_args;
+use run_args::RUN_HELP;
+pub use run_args::{parse_duration, parse_positive_duration, RunArgs};
 
 const EXAMPLES: &str = "\
 Examples:
@@ -262,127 +264,6 @@ pub const DEFAULT_INTERVAL_MS: u64 = 500;
 /// may take.
 pub const DEFAULT_NODE_TIMEOUT_SECS: u64 = 30;
 
-const RUN_HELP: &str = "\
-Examples:
-  mpiq run --timeout 10m --report mpiq-report -- mpirun -n 4 ./test
-      in CI: a test still running after 10 minutes is read (queues, stacks,
-      verdict: on stderr and in mpiq-report/, to upload as an artifact), then ended
-  mpiq run --timeout 2h --detect -- srun -n 64 ./solver
-      also end it as soon as a check (every 30s) finds the ranks deadlocked
-  mpiq run --timeout 30m --report out -- make check
-      the starter is looked for under the command (make, bash -c, a test runner)
-
-The command runs in its own process group, its standard output and error passed
-through unchanged as they come (the last 200 lines of each are kept). If it is
-still running after --timeout, or as soon as a --detect check finds a deadlock,
-mpiq reads the job as `mpiq job --starter PID` does (two samples 500 ms apart)
-and prints the report on stderr: why the job is ended, the verdict, then every
-rank's queues, where the ranks are and the deadlock analysis. Then it ends the
-job: SIGTERM to its process group (mpirun, mpiexec and srun end their ranks),
-and after --grace SIGKILL to every process of the job that is left.
-
-The starter: the command itself when it is mpirun, mpiexec, mpiexec.hydra,
-orterun, prterun or srun (by executable name; also mpirun.* and mpiexec.*),
-else the first process under it that is one, outermost first, else the first
-that has an MPIR_proctable and is not an MPI rank. When there is none, the
-report says so and the job is ended all the same.
-
---detect: --detect-every after the start, and --detect-every after each check,
-mpiq reads the job (the ranks are stopped for moments, twice); only a
-\"deadlock\" verdict ends it: \"no deadlock\", \"unknown\" or a check that could
-not read the job (it has not started its ranks yet) never do.
-
-Report files (--report DIR): DIR is created if missing; these files, of an
-earlier run, are removed at the start; they are written when the job is ended:
-  report.txt      the text printed on stderr
-  report.json     the same JSON as `mpiq job --json` (mpiq.snapshot/2 + analysis)
-  waits.dot       the wait-for graph and the merged stacks, for graphviz
-  waits.svg       the same drawn (with graphviz's `dot` installed; report.txt
-                  says when it is not)
-  job-output.txt  the last 200 lines of the job's standard output and error
-report.json and waits.* only when the job could be read.
-
-Signals: SIGINT, SIGTERM and SIGHUP to mpiq run are passed on to the job's
-process group; the job is then ended as above (a second signal: SIGKILL at
-once). If mpiq run is killed (SIGKILL), the kernel sends the command SIGTERM
-(PR_SET_PDEATHSIG) and mpiq's watchdog process (`mpiq run-watchdog`) ends every
-process of the job it saw, as mpiq would have. The job's standard input is
-mpiq's, or /dev/null when that is a terminal (the job runs in the background).
-
-Exit status:
-  N       the job finished by itself with status N (killed by signal S: 128+S)
-  124     the job was ended: --timeout passed, or --detect found a deadlock
-          (the report says which, and what mpiq found or why it could not read
-          the job); a job may exit with 124 of its own, as under timeout(1)
-  125     mpiq run failed: --report DIR cannot be created, or the job's exit
-          status could not be read
-  126     the command cannot be executed
-  127     the command was not found
-  2       usage error
-  128+S   mpiq run got signal S (SIGINT, SIGTERM, SIGHUP) and ended the job";
-
-/// The arguments of `mpiq run`.
-#[derive(Debug, Clone, Args)]
-#[command(group(clap::ArgGroup::new("ends").args(["timeout", "detect"]).required(true).multiple(true)))]
-pub struct RunArgs {
-    /// End the job, with a report, if it is still running after DURATION
-    /// (500ms, 60s, 10m, 1h; a plain number is seconds). Without it, only
-    /// --detect ends it.
-    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
-    pub timeout: Option<Duration>,
-    /// Write the report into DIR too (created if missing): report.txt,
-    /// report.json, waits.dot, waits.svg, job-output.txt.
-    #[arg(long, value_name = "DIR")]
-    pub report: Option<PathBuf>,
-    /// Check the job every --detect-every and end it, with the report, as
-    /// soon as it is deadlocked (never on "no deadlock" or "unknown").
-    #[arg(long)]
-    pub detect: bool,
-    /// How often --detect checks (the first check after this long).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration, requires = "detect")]
-    pub detect_every: Duration,
-    /// How long the job has after SIGTERM before SIGKILL.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
-    pub grace: Duration,
-    /// The job's command: srun, mpirun, mpiexec ..., or any command that
-    /// starts one (after `--`, or after mpiq run's options).
-    #[arg(value_name = "COMMAND", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
-    pub command: Vec<OsString>,
-}
-
-/// A duration: a number with a unit, `ms`, `s`, `m` or `h` (`500ms`, `1.5s`,
-/// `10m`, `1h`); a plain number is seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let bad = || {
-        format!("`{text}` is not a duration: give a number and a unit, as in 500ms, 60s, 10m or 1h (a plain number is seconds)")
-    };
-    let scale = match unit.trim() {
-        "" | "s" | "sec" => 1.0,
-        "ms" => 1e-3,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        _ => return Err(bad()),
-    };
-    let value: f64 = number.parse().map_err(|_| bad())?;
-    let secs = value * scale;
-    if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("`{text}` is too long a duration"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// A duration ([`parse_duration`]) that is not zero.
-pub fn parse_positive_duration(text: &str) -> Result<Duration, String> {
-    let d = parse_duration(text)?;
-    if d.is_zero() {
-        return Err(format!("`{text}`: the duration must be more than 0"));
-    }
-    Ok(d)
-}
-
 /// What to print on stdout.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -611,6 +492,7 @@ impl DumpArgs {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use std::time::Duration;
 
     #[test]
     fn cli_is_consistent() {
