@@ -61,6 +61,10 @@ fn same_node(a: &str, b: &str) -> bool {
     a.eq_ignore_ascii_case(b) || short(a) == short(b)
 }
 
+/// What Slurm sets in a task's environment to name its cluster (the second
+/// with the controller's address, so two clusters of one name differ).
+const CLUSTER_VARIABLES: [&str; 2] = ["SLURM_CLUSTER_NAME", "SLURM_WORKING_CLUSTER"];
+
 /// Processes to read: pid and world rank (when known).
 type Ranks = Vec<(i32, Option<i32>)>;
 
@@ -144,6 +148,15 @@ fn step_ranks(step: &str, node: &str) -> Result<(Ranks, Option<i32>), String> {
         // machine that runs several slurmd (or shares its processes with
         // another node's view), only this node's tasks.
         if value("SLURMD_NODENAME").is_some_and(|n| !same_node(&n, node)) {
+            continue;
+        }
+        // Job ids are only unique within one cluster: where this collector
+        // (itself a task of the job's cluster) and the process both name
+        // their cluster, the names must agree.
+        if CLUSTER_VARIABLES
+            .iter()
+            .any(|v| matches!((std::env::var(v).ok(), value(v)), (Some(mine), Some(theirs)) if mine != theirs))
+        {
             continue;
         }
         if !crate::job::maps_mpi_library(pid) {
