@@ -184,11 +184,8 @@ pub fn slurm_job_of<M: Memory>(starter: &Process<M>) -> Option<(String, Option<S
     }
     let pid = starter.pid()?;
     let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    env.split(|&b| b == 0).find_map(|kv| {
-        let v = kv.strip_prefix(b"SLURM_JOB_ID=")?;
-        let v = std::str::from_utf8(v).ok()?.trim();
-        (!v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())).then(|| (v.to_string(), None))
-    })
+    let v = environ_value(&env, "SLURM_JOB_ID")?.trim();
+    (!v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())).then(|| (v.to_string(), None))
 }
 
 /// The symbol of the MPI-2 debugger interface.
@@ -339,28 +336,9 @@ pub fn read_mpi2dd_proctable<M: Memory>(starter: &Process<M>) -> Result<Vec<Rank
 /// in pid order: the ranks of a job whose starter has no usable proctable
 /// (world ranks then unknown here; the bridge works them out).
 pub fn mpi_descendants(root: i32) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let parents: Vec<(i32, i32)> = dir
-        .filter_map(|e| {
-            let pid: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // pid (comm) state ppid ...: comm may hold spaces and parentheses.
-            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
-            Some((pid, ppid))
-        })
-        .collect();
-    let mut found = vec![root];
-    let mut i = 0;
-    while i < found.len() {
-        let p = found[i];
-        found.extend(parents.iter().filter(|&&(_, pp)| pp == p).map(|&(c, _)| c));
-        i += 1;
-    }
-    let mut ranks: Vec<i32> = found[1..]
-        .iter()
-        .copied()
+    let mut ranks: Vec<i32> = crate::launch::procs::descendants(&[root])
+        .into_iter()
+        .map(|(p, _)| p.pid)
         .filter(|&pid| maps_mpi_library(pid))
         .collect();
     ranks.sort_unstable();
@@ -403,18 +381,17 @@ pub struct EnvRank {
     pub size: Option<i32>,
 }
 
+/// The value of variable `name` in an environment block (`/proc/PID/environ`:
+/// `NAME=value` entries, each ended by a NUL), when it is set and UTF-8.
+pub fn environ_value<'a>(env: &'a [u8], name: &str) -> Option<&'a str> {
+    env.split(|&b| b == 0).find_map(|kv| {
+        let v = kv.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+        std::str::from_utf8(v).ok()
+    })
+}
+
 fn rank_in_environ(env: &[u8]) -> Option<EnvRank> {
-    let value = |name: &str| {
-        env.split(|&b| b == 0).find_map(|kv| {
-            let rest = kv.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
-            std::str::from_utf8(rest)
-                .ok()?
-                .trim()
-                .parse::<i32>()
-                .ok()
-                .filter(|r| *r >= 0)
-        })
-    };
+    let value = |name: &str| environ_value(env, name)?.trim().parse::<i32>().ok().filter(|r| *r >= 0);
     let (rank, from) = RANK_VARIABLES.iter().find_map(|&name| value(name).map(|r| (r, name)))?;
     let size = SIZE_VARIABLES
         .iter()

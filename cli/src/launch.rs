@@ -22,7 +22,7 @@ use crate::report::{self, Report, SvgError};
 use crate::signals;
 
 mod job;
-mod procs;
+pub(crate) mod procs;
 mod starter;
 mod tee;
 

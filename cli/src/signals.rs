@@ -105,3 +105,36 @@ pub fn install() -> nix::Result<()> {
         .map_err(|_| nix::Error::EAGAIN)?;
     Ok(())
 }
+
+/// Makes `cmd` a child mpiq supervises (a job of `mpiq run`, a launcher of
+/// collectors): it starts with no signal blocked and SIGPIPE at its
+/// default (mpiq blocks SIGINT, SIGTERM and SIGHUP, see [`install`], and
+/// Rust's runtime ignores SIGPIPE: inherited, the child would never see
+/// the SIGTERM that ends it), and it gets SIGTERM from the kernel when the
+/// thread that spawned it ends (`PR_SET_PDEATHSIG`), so a killed mpiq
+/// leaves nothing running. The spawn fails if mpiq died before that was
+/// set up.
+pub fn supervise_child(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only sigemptyset(3), pthread_sigmask(3), signal(2), prctl(2) and
+    // getppid(2) on its own stack variables, and builds an io::Error from
+    // an errno, which allocates nothing: all async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // mpiq died before the prctl: do not run unwatched.
+            if libc::getppid() as u32 != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}

@@ -167,31 +167,7 @@ impl Job {
         if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
             cmd.stdin(Stdio::null());
         }
-        let parent = std::process::id();
-        // SAFETY: the closure runs in the forked child before exec and
-        // calls only sigemptyset(3), pthread_sigmask(3), signal(2),
-        // prctl(2) and getppid(2) on its own stack variables, and builds an
-        // io::Error from an errno, which allocates nothing: all
-        // async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || {
-                // mpiq blocks SIGINT, SIGTERM and SIGHUP (crate::signals) and
-                // ignores SIGPIPE (Rust's runtime); the job must not inherit
-                // either, or it would never see the SIGTERM that ends it.
-                let mut none: libc::sigset_t = std::mem::zeroed();
-                libc::sigemptyset(&mut none);
-                libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // mpiq died before the prctl: do not run unwatched.
-                if libc::getppid() as u32 != parent {
-                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-                }
-                Ok(())
-            });
-        }
+        crate::signals::supervise_child(&mut cmd);
         let mut child = cmd.spawn().map_err(SpawnError)?;
         let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
             return Err(SpawnError(std::io::Error::other("the job's output pipes are missing")));

@@ -23,7 +23,7 @@ use mpiq::DumpOptions;
 
 use super::wire::{frame, Message};
 use super::{failed_snapshot, sample_pids, Outcome, Reporter, RunError};
-use crate::job::rank_from_environ;
+use crate::job::{environ_value, rank_from_environ};
 
 /// What the collector was asked.
 #[derive(Debug)]
@@ -134,12 +134,7 @@ fn step_ranks(step: &str, node: &str) -> Result<(Ranks, Option<i32>), String> {
         let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
             continue;
         };
-        let value = |name: &str| {
-            env.split(|&b| b == 0).find_map(|kv| {
-                let v = kv.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
-                std::str::from_utf8(v).ok().map(str::to_string)
-            })
-        };
+        let value = |name: &str| environ_value(&env, name).map(str::to_string);
         let step_of = value("SLURM_STEP_ID").or_else(|| value("SLURM_STEPID"));
         if value("SLURM_JOB_ID").as_deref() != Some(job) || step_of.as_deref() != Some(step_id) {
             continue;

@@ -5,13 +5,12 @@
 //! for its ranks (so the verdict is `unknown` there, never "no deadlock").
 //!
 //! Collectors are ended when the front end is: srun and ssh get SIGTERM
-//! when the front end dies (`PR_SET_PDEATHSIG`), and srun then ends its
+//! when the front end dies ([`crate::signals::supervise_child`]), and srun then ends its
 //! step, whose collectors release their ranks on that signal. A collector
 //! that misses the deadline is ended the same way, by the launcher's pid.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -159,22 +158,7 @@ fn spawn(mut cmd: Command, input: Option<String>, index: usize, tx: &mpsc::Sende
     cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: only async-signal-safe calls between fork and exec. The
-    // signals mpiq blocks in every thread (signals.rs) are unblocked, so
-    // the launcher can be ended; prctl asks the kernel for SIGTERM when the
-    // front end's thread that started the launcher ends, so a killed front
-    // end ends its collectors.
-    unsafe {
-        cmd.pre_exec(|| {
-            let mut none = std::mem::zeroed::<libc::sigset_t>();
-            libc::sigemptyset(&mut none);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    crate::signals::supervise_child(&mut cmd);
     let mut child = cmd.spawn()?;
     if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
         std::thread::spawn(move || {
