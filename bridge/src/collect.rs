@@ -7,6 +7,7 @@ use std::time::Instant;
 
 mod environ;
 mod missing;
+mod quirks;
 
 pub use environ::RANK_VARIABLES;
 
@@ -78,14 +79,21 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
             },
         });
     }
-    if snap.queues_missing.is_some() && snap.world_rank.is_none() {
-        // No library to say the rank: the environment the starter gave.
+    let is_mpi = snap.queues_missing.is_some() || snap.dll.is_some();
+    if is_mpi && snap.world_rank.is_none() {
+        // No library to say the rank (or no MPI_COMM_WORLD for it to list:
+        // a process that uses only Sessions): the environment the starter
+        // gave.
         match environ::world_rank(target) {
             Ok(Some((rank, from))) => {
                 snap.world_rank = Some(rank);
-                snap.messages.push(format!(
-                    "world rank {rank} from its environment ({from}): its MPI gives no queues to say it"
-                ));
+                let why = if snap.queues_missing.is_some() {
+                    "its MPI gives no queues to say it"
+                } else {
+                    "the debug library lists no MPI_COMM_WORLD to say it"
+                };
+                snap.messages
+                    .push(format!("world rank {rank} from its environment ({from}): {why}"));
             }
             Ok(None) => {}
             Err(TargetError::Interrupted) => return Err(Interrupted),
@@ -141,7 +149,7 @@ fn queues(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSnapshot
             Ok(part) => {
                 snap.messages.append(&mut refusals);
                 merge(&mut snap, part);
-                if let Err(TargetError::Interrupted) = ompi_waited_requests(target, &mut snap) {
+                if let Err(TargetError::Interrupted) = quirks::apply(target, &mut snap) {
                     return Err(Interrupted);
                 }
                 if snap.world_rank.is_none() {
@@ -165,87 +173,6 @@ fn queues(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSnapshot
         refusals.join("; ")
     ));
     Ok(snap)
-}
-
-/// Open MPI 4.1's debug library reads a request's `req_complete` as a
-/// flag, but while a thread waits on the request (`MPI_Wait*`, a blocking
-/// call under `MPI_THREAD_MULTIPLE`) it holds a pointer to the waiter's
-/// sync object (ompi/request/req_wait.c): such operations are listed as
-/// `complete` though nothing arrived. Each operation listed complete whose
-/// request (the `Receive: 0x...` / `Send: 0x...` line) holds anything but
-/// `REQUEST_COMPLETED` (1) is set back to pending, and the process says so.
-fn ompi_waited_requests(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result<(), TargetError> {
-    let is_ompi = snap.dll.as_ref().is_some_and(|d| d.version.starts_with("Open MPI"));
-    let listed = |op: &Operation| {
-        let line = op.extra_text.first()?;
-        let hex = line
-            .strip_prefix("Receive: 0x")
-            .or_else(|| line.strip_prefix("Send: 0x"))?;
-        u64::from_str_radix(hex.trim(), 16).ok()
-    };
-    let complete: Vec<(usize, QueueKind, usize, u64)> = snap
-        .communicators
-        .iter()
-        .enumerate()
-        .flat_map(|(ci, c)| {
-            [QueueKind::Sends, QueueKind::Receives].into_iter().flat_map(move |q| {
-                c.queues
-                    .get(q)
-                    .operations
-                    .iter()
-                    .enumerate()
-                    .filter_map(move |(oi, op)| {
-                        (op.status == Status::Complete).then(|| listed(op).map(|a| (ci, q, oi, a)))?
-                    })
-            })
-        })
-        .collect();
-    if !is_ompi || complete.is_empty() {
-        return Ok(());
-    }
-    let offset = match target.find_type("ompi_request_t")? {
-        Some(ty) => target.field_offset(ty, "req_complete")?,
-        None => None,
-    };
-    let Some(offset) = offset else {
-        snap.messages.push(
-            "operations listed as complete could not be checked: no type ompi_request_t with a field \
-             req_complete (Open MPI's debug library lists requests a thread waits on as complete)"
-                .into(),
-        );
-        return Ok(());
-    };
-    let mut fixed = 0usize;
-    let mut unreadable = 0usize;
-    for (ci, q, oi, addr) in complete {
-        let mut word = [0u8; 8];
-        match target.read_memory(addr.wrapping_add(offset), &mut word) {
-            Ok(()) => {
-                if u64::from_le_bytes(word) != 1 {
-                    snap.communicators[ci].queues.get_mut(q).operations[oi].status = Status::Pending;
-                    fixed += 1;
-                }
-            }
-            Err(TargetError::Interrupted) => return Err(TargetError::Interrupted),
-            Err(_) => unreadable += 1,
-        }
-    }
-    if fixed > 0 {
-        snap.messages.push(format!(
-            "{fixed} operation{} the debug library listed as complete {} pending: a thread waits on {} \
-             (Open MPI's library reads the request's req_complete, then a pointer to the waiter, as a flag)",
-            if fixed == 1 { "" } else { "s" },
-            if fixed == 1 { "is" } else { "are" },
-            if fixed == 1 { "it" } else { "them" },
-        ));
-    }
-    if unreadable > 0 {
-        snap.messages.push(format!(
-            "{unreadable} operation{} listed as complete could not be checked (its request could not be read)",
-            if unreadable == 1 { "" } else { "s" }
-        ));
-    }
-    Ok(())
 }
 
 /// Copies what running the library learnt into the process snapshot.

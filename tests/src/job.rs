@@ -58,9 +58,20 @@ pub struct JobBuilder {
     lifetime_secs: u64,
     program: Option<PathBuf>,
     launcher: Launcher,
+    mca: Vec<(String, String)>,
 }
 
 impl JobBuilder {
+    /// Open MPI under its own starter: `--mca KEY VALUE`, in place of the harness's own
+    /// setting of KEY if it has one (e.g. `mca("pml", "ucx")` replaces `--mca pml ob1`).
+    ///
+    /// # Panics
+    /// At start, if the MPI is not an Open MPI or the launcher is not the local one.
+    pub fn mca(mut self, key: &str, value: &str) -> Self {
+        self.mca.push((key.to_string(), value.to_string()));
+        self
+    }
+
     /// Runs this executable (e.g. a test fixture, see [`crate::fixtures`]) instead of
     /// building the example; the example then only names the job and sets its defaults.
     pub fn program(mut self, exe: impl Into<PathBuf>) -> Self {
@@ -143,9 +154,18 @@ impl JobBuilder {
         };
         self.nprocs = self.launcher.nprocs().unwrap_or(self.nprocs);
         let job_name = launcher::unique_job_name();
-        let mut cmd = self
-            .launcher
-            .command(self.mpi, self.nprocs, &exe, &self.args, &job_name);
+        let mut cmd = if self.mca.is_empty() {
+            self.launcher
+                .command(self.mpi, self.nprocs, &exe, &self.args, &job_name)
+        } else {
+            assert!(
+                self.mpi.is_open_mpi() && self.launcher == Launcher::Local,
+                "--mca settings are for Open MPI under its own starter (here {} under {})",
+                self.mpi,
+                self.launcher
+            );
+            self.mpi.starter_command_mca(self.nprocs, &exe, &self.args, &self.mca)
+        };
         for (key, _) in std::env::vars_os() {
             let scrub = key
                 .to_str()
@@ -301,6 +321,7 @@ impl Job {
             lifetime_secs: DEFAULT_EXAMPLE_LIFETIME_SECS,
             program: None,
             launcher: Launcher::Local,
+            mca: Vec::new(),
         }
     }
 

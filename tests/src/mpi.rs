@@ -7,8 +7,8 @@ pub const TESTBED_ENV: &str = "MPIQ_TESTBED";
 
 /// One MPI implementation: its compiler wrapper, its starter and its message-queue debug library.
 ///
-/// [`Mpi::all`] lists the two test-bed MPIs that `scripts/testbed` builds from source with
-/// debug info. [`Mpi::packaged`] lists four MPIs as users install them, with no debug info and
+/// [`Mpi::all`] lists the four test-bed MPIs that `scripts/testbed` builds from source with
+/// debug info: Open MPI 4.1.4 and 5.0.7, MPICH 4.0.2 for ch3 and for ch4:ofi. [`Mpi::packaged`] lists four MPIs as users install them, with no debug info and
 /// so no readable message queues: Debian's Open MPI and MPICH (apt) and the PyPI wheels of
 /// Open MPI 5.0.10 and MPICH 4.3.2 (each in its own venv under the test bed). `scripts/testbed`
 /// installs all six.
@@ -18,6 +18,14 @@ pub enum Mpi {
     OpenMpi,
     /// MPICH 4.0.2, `ch3:nemesis`, `--enable-debuginfo` (`<testbed>/mpich-4.0.2`).
     Mpich,
+    /// Open MPI 5.0.7 from Debian trixie's source package, with its bundled PMIx and PRRTE
+    /// (`<testbed>/openmpi-5.0.7`): `mpirun` is PRRTE's `prterun`, with no `MPIR_proctable`.
+    /// Built with UCX too; the harness runs it on the `ob1` PML, the one whose requests its
+    /// debug library sees.
+    OpenMpi5,
+    /// MPICH 4.0.2 for `ch4:ofi` (libfabric from Debian), `--enable-debuginfo`
+    /// (`<testbed>/mpich-4.0.2-ch4`): the device users get from Debian and PyPI.
+    MpichCh4,
     /// Debian's own Open MPI (`/usr/bin/mpicc.openmpi`, `/usr/bin/mpirun.openmpi`): stripped,
     /// for tests of what mpiq says when an MPI has no debug info. Not in [`Mpi::all`].
     DebianOpenMpi,
@@ -35,9 +43,10 @@ pub enum Mpi {
 }
 
 impl Mpi {
-    /// The two test-bed MPIs, the ones every real-MPI test runs against.
-    pub const fn all() -> [Mpi; 2] {
-        [Mpi::OpenMpi, Mpi::Mpich]
+    /// The four test-bed MPIs, built with debug info: the ones the per-example, job and
+    /// replay tests run against.
+    pub const fn all() -> [Mpi; 4] {
+        [Mpi::OpenMpi, Mpi::Mpich, Mpi::OpenMpi5, Mpi::MpichCh4]
     }
 
     /// The four packaged MPIs (no debug info, no readable message queues): Debian's Open MPI
@@ -49,17 +58,19 @@ impl Mpi {
     /// Whether this is one of [`Mpi::packaged`] (installed as users get it, not built by the
     /// test bed with debug info).
     pub const fn is_packaged(self) -> bool {
-        !matches!(self, Mpi::OpenMpi | Mpi::Mpich)
+        !matches!(self, Mpi::OpenMpi | Mpi::Mpich | Mpi::OpenMpi5 | Mpi::MpichCh4)
     }
 
     /// A short stable name, usable in file names and test messages:
-    /// `openmpi-4.1.4`, `mpich-4.0.2`, `debian-openmpi`, `debian-mpich`, `pypi-openmpi-5.0.10`,
+    /// `openmpi-4.1.4`, `mpich-4.0.2`, `openmpi-5.0.7`, `mpich-4.0.2-ch4`, `debian-openmpi`, `debian-mpich`, `pypi-openmpi-5.0.10`,
     /// `pypi-mpich-4.3.2`. For the test-bed MPIs and the wheels it is also the directory under
     /// the test bed.
     pub const fn name(self) -> &'static str {
         match self {
             Mpi::OpenMpi => "openmpi-4.1.4",
             Mpi::Mpich => "mpich-4.0.2",
+            Mpi::OpenMpi5 => "openmpi-5.0.7",
+            Mpi::MpichCh4 => "mpich-4.0.2-ch4",
             Mpi::DebianOpenMpi => "debian-openmpi",
             Mpi::DebianMpich => "debian-mpich",
             Mpi::PypiOpenMpi => "pypi-openmpi-5.0.10",
@@ -70,7 +81,21 @@ impl Mpi {
     /// Whether this is an Open MPI (the test bed's, Debian's or the PyPI wheel); the others are
     /// MPICH.
     pub const fn is_open_mpi(self) -> bool {
-        matches!(self, Mpi::OpenMpi | Mpi::DebianOpenMpi | Mpi::PypiOpenMpi)
+        matches!(
+            self,
+            Mpi::OpenMpi | Mpi::OpenMpi5 | Mpi::DebianOpenMpi | Mpi::PypiOpenMpi
+        )
+    }
+
+    /// Whether this is an Open MPI 5 (PRRTE's `prterun` as `mpirun`, no `MPIR_proctable`).
+    pub const fn is_open_mpi5(self) -> bool {
+        matches!(self, Mpi::OpenMpi5 | Mpi::PypiOpenMpi)
+    }
+
+    /// Whether this is an MPICH built for its ch4 device (the test bed's ch4:ofi build,
+    /// Debian's and PyPI's).
+    pub const fn is_ch4(self) -> bool {
+        matches!(self, Mpi::MpichCh4 | Mpi::DebianMpich | Mpi::PypiMpich)
     }
 
     /// The test-bed root: `$MPIQ_TESTBED`, or `$HOME/.cache/mpiq/testbed`.
@@ -87,7 +112,9 @@ impl Mpi {
     /// The install prefix, whether or not it exists.
     pub fn prefix_unchecked(self) -> PathBuf {
         match self {
-            Mpi::OpenMpi | Mpi::Mpich | Mpi::PypiOpenMpi | Mpi::PypiMpich => Self::testbed_root().join(self.name()),
+            Mpi::OpenMpi | Mpi::Mpich | Mpi::OpenMpi5 | Mpi::MpichCh4 | Mpi::PypiOpenMpi | Mpi::PypiMpich => {
+                Self::testbed_root().join(self.name())
+            }
             Mpi::DebianOpenMpi | Mpi::DebianMpich => PathBuf::from("/usr"),
         }
     }
@@ -105,8 +132,8 @@ impl Mpi {
     /// (Open MPI), `libmpi.so.12` (MPICH), Debian's `libmpich.so.12`.
     pub fn libmpi(self) -> PathBuf {
         let name = match self {
-            Mpi::OpenMpi | Mpi::DebianOpenMpi | Mpi::PypiOpenMpi => "libmpi.so.40",
-            Mpi::Mpich | Mpi::PypiMpich => "libmpi.so.12",
+            Mpi::OpenMpi | Mpi::OpenMpi5 | Mpi::DebianOpenMpi | Mpi::PypiOpenMpi => "libmpi.so.40",
+            Mpi::Mpich | Mpi::MpichCh4 | Mpi::PypiMpich => "libmpi.so.12",
             Mpi::DebianMpich => "libmpich.so.12",
         };
         self.library_dir().join(name)
@@ -160,8 +187,8 @@ impl Mpi {
     /// not contain; the MPICH wheel exports no `MPIR_dll_name` at all).
     pub fn debug_library(self) -> Option<PathBuf> {
         match self {
-            Mpi::OpenMpi => Some(self.prefix_unchecked().join("lib/openmpi/libompi_dbg_msgq.so")),
-            Mpi::Mpich => Some(self.prefix_unchecked().join("lib/libtvmpich.so")),
+            Mpi::OpenMpi | Mpi::OpenMpi5 => Some(self.prefix_unchecked().join("lib/openmpi/libompi_dbg_msgq.so")),
+            Mpi::Mpich | Mpi::MpichCh4 => Some(self.prefix_unchecked().join("lib/libtvmpich.so")),
             Mpi::DebianOpenMpi => Some(debian_libdir().join("openmpi/lib/openmpi3/libompi_dbg_msgq.so")),
             Mpi::DebianMpich | Mpi::PypiOpenMpi | Mpi::PypiMpich => None,
         }
@@ -171,7 +198,7 @@ impl Mpi {
     ///
     /// - Open MPI 4.1 (test bed, Debian): `--allow-run-as-root --oversubscribe --mca btl
     ///   self,vader` (CI runs as root; more ranks than cores; shared memory only).
-    /// - Open MPI 5 (PyPI): `--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl
+    /// - Open MPI 5 (test bed 5.0.7, PyPI 5.0.10): `--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl
     ///   self,sm`. prterun refuses root without the first. `sm` is 5.x's name for `vader`.
     ///   Choosing `ob1` keeps the wheel's UCX and libfabric from probing for networks: with
     ///   them a 3-rank job took 1.7-1.9 s to become ready on 2 cores, with `ob1` 0.2-0.4 s.
@@ -182,7 +209,7 @@ impl Mpi {
             Mpi::OpenMpi | Mpi::DebianOpenMpi => {
                 &["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,vader"]
             }
-            Mpi::PypiOpenMpi => &[
+            Mpi::OpenMpi5 | Mpi::PypiOpenMpi => &[
                 "--allow-run-as-root",
                 "--oversubscribe",
                 "--mca",
@@ -192,7 +219,7 @@ impl Mpi {
                 "btl",
                 "self,sm",
             ],
-            Mpi::Mpich | Mpi::DebianMpich | Mpi::PypiMpich => &[],
+            Mpi::Mpich | Mpi::MpichCh4 | Mpi::DebianMpich | Mpi::PypiMpich => &[],
         }
     }
 
@@ -206,9 +233,31 @@ impl Mpi {
     /// # Panics
     /// If the MPI is not installed.
     pub fn starter_command<S: AsRef<std::ffi::OsStr>>(self, nprocs: usize, exe: &Path, args: &[S]) -> Command {
+        self.starter_command_mca(nprocs, exe, args, &[])
+    }
+
+    /// [`Mpi::starter_command`] with Open MPI `--mca KEY VALUE` settings: each replaces the
+    /// harness's own setting of its KEY, or is added.
+    ///
+    /// # Panics
+    /// If the MPI is not installed.
+    pub fn starter_command_mca<S: AsRef<std::ffi::OsStr>>(
+        self,
+        nprocs: usize,
+        exe: &Path,
+        args: &[S],
+        mca: &[(String, String)],
+    ) -> Command {
         let mut cmd = Command::new(self.starter());
-        cmd.args(self.starter_options());
-        if self == Mpi::PypiOpenMpi {
+        let mut options: Vec<String> = self.starter_options().iter().map(|s| s.to_string()).collect();
+        for (key, value) in mca {
+            match options.windows(3).position(|w| w[0] == "--mca" && w[1] == *key) {
+                Some(i) => options[i + 2] = value.clone(),
+                None => options.extend(["--mca".to_string(), key.clone(), value.clone()]),
+            }
+        }
+        cmd.args(&options);
+        if self.is_open_mpi5() {
             // PRRTE's PMIx server listens on a socket named after its pid in
             // TMPDIR; a killed job leaves it behind, and a later job that
             // gets the same pid cannot bind ("The PMIx server's listener
@@ -226,7 +275,9 @@ impl Mpi {
 
     fn mpicc_unchecked(self) -> PathBuf {
         match self {
-            Mpi::OpenMpi | Mpi::Mpich | Mpi::PypiOpenMpi | Mpi::PypiMpich => self.prefix_unchecked().join("bin/mpicc"),
+            Mpi::OpenMpi | Mpi::Mpich | Mpi::OpenMpi5 | Mpi::MpichCh4 | Mpi::PypiOpenMpi | Mpi::PypiMpich => {
+                self.prefix_unchecked().join("bin/mpicc")
+            }
             Mpi::DebianOpenMpi => PathBuf::from("/usr/bin/mpicc.openmpi"),
             Mpi::DebianMpich => PathBuf::from("/usr/bin/mpicc.mpich"),
         }
@@ -234,8 +285,8 @@ impl Mpi {
 
     fn starter_unchecked(self) -> PathBuf {
         match self {
-            Mpi::OpenMpi | Mpi::PypiOpenMpi => self.prefix_unchecked().join("bin/mpirun"),
-            Mpi::Mpich | Mpi::PypiMpich => self.prefix_unchecked().join("bin/mpiexec"),
+            Mpi::OpenMpi | Mpi::OpenMpi5 | Mpi::PypiOpenMpi => self.prefix_unchecked().join("bin/mpirun"),
+            Mpi::Mpich | Mpi::MpichCh4 | Mpi::PypiMpich => self.prefix_unchecked().join("bin/mpiexec"),
             Mpi::DebianOpenMpi => PathBuf::from("/usr/bin/mpirun.openmpi"),
             Mpi::DebianMpich => PathBuf::from("/usr/bin/mpiexec.mpich"),
         }
@@ -246,9 +297,9 @@ impl Mpi {
             return;
         }
         match self {
-            Mpi::OpenMpi | Mpi::Mpich => panic!(
+            Mpi::OpenMpi | Mpi::Mpich | Mpi::OpenMpi5 | Mpi::MpichCh4 => panic!(
                 "{self} is not installed at {} (no {} or {}): run `scripts/testbed` \
-                 (about 15 minutes on 2 cores) or point {TESTBED_ENV} at an existing test bed",
+                 (about 30 minutes on 2 cores for all four) or point {TESTBED_ENV} at an existing test bed",
                 self.prefix_unchecked().display(),
                 self.mpicc_unchecked().display(),
                 self.starter_unchecked().display(),
@@ -274,7 +325,7 @@ impl Mpi {
                 self.prefix_unchecked().display(),
                 self.mpicc_unchecked().display(),
                 self.starter_unchecked().display(),
-                if self == Mpi::PypiOpenMpi {
+                if self.is_open_mpi5() {
                     "openmpi==5.0.10"
                 } else {
                     "mpich==4.3.2"
@@ -285,12 +336,15 @@ impl Mpi {
 }
 
 impl fmt::Display for Mpi {
-    /// Human name: `Open MPI 4.1.4`, `MPICH 4.0.2`, `Debian's Open MPI`, `Debian's MPICH`,
+    /// Human name: `Open MPI 4.1.4`, `MPICH 4.0.2`, `Open MPI 5.0.7`, `MPICH 4.0.2 (ch4:ofi)`,
+    /// `Debian's Open MPI`, `Debian's MPICH`,
     /// `Open MPI 5.0.10 (PyPI)`, `MPICH 4.3.2 (PyPI)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Mpi::OpenMpi => "Open MPI 4.1.4",
             Mpi::Mpich => "MPICH 4.0.2",
+            Mpi::OpenMpi5 => "Open MPI 5.0.7",
+            Mpi::MpichCh4 => "MPICH 4.0.2 (ch4:ofi)",
             Mpi::DebianOpenMpi => "Debian's Open MPI",
             Mpi::DebianMpich => "Debian's MPICH",
             Mpi::PypiOpenMpi => "Open MPI 5.0.10 (PyPI)",

@@ -1,5 +1,5 @@
 //! `mpiq job` (and `core`, `queues` with several pids) with the cross-rank
-//! analysis, on real jobs under both MPIs: the deadlock example's cycle, the
+//! analysis, on real jobs under the four test-bed MPIs: the deadlock example's cycle, the
 //! slow control job not called deadlocked (and running to completion), core
 //! files giving the live verdict, a starter known only by its `MPI2DD_info`
 //! proctable, inferred groups, MPI-4 Sessions, the output formats and the
@@ -173,6 +173,16 @@ fn deadlock_cycle_live_and_in_cores_mpich() {
     deadlock(Mpi::Mpich);
 }
 
+#[test]
+fn deadlock_cycle_live_and_in_cores_openmpi5() {
+    deadlock(Mpi::OpenMpi5);
+}
+
+#[test]
+fn deadlock_cycle_live_and_in_cores_mpich_ch4() {
+    deadlock(Mpi::MpichCh4);
+}
+
 fn slow_control(mpi: Mpi) {
     gdb::require_ptrace();
     let mut job = Job::builder(mpi, Example::Slow).start();
@@ -203,6 +213,16 @@ fn slow_job_is_not_deadlocked_and_completes_openmpi() {
 #[test]
 fn slow_job_is_not_deadlocked_and_completes_mpich() {
     slow_control(Mpi::Mpich);
+}
+
+#[test]
+fn slow_job_is_not_deadlocked_and_completes_openmpi5() {
+    slow_control(Mpi::OpenMpi5);
+}
+
+#[test]
+fn slow_job_is_not_deadlocked_and_completes_mpich_ch4() {
+    slow_control(Mpi::MpichCh4);
 }
 
 #[test]
@@ -516,10 +536,36 @@ fn named_comms_groups_from_the_library_openmpi() {
 }
 
 #[test]
+fn named_comms_groups_from_the_library_openmpi5() {
+    named_comms(Mpi::OpenMpi5);
+}
+
+#[test]
+fn named_comms_groups_inferred_mpich_ch4() {
+    named_comms(Mpi::MpichCh4);
+}
+
+#[test]
 fn sessions_communicator_takes_part_mpich() {
+    sessions_communicator_takes_part(Mpi::Mpich);
+}
+
+#[test]
+fn sessions_communicator_takes_part_mpich_ch4() {
+    sessions_communicator_takes_part(Mpi::MpichCh4);
+}
+
+/// Open MPI 5.0.7's library gives the sessions communicator a wrong group: mpiq rejects it and
+/// infers the group across the ranks, whose world ranks come from their environment.
+#[test]
+fn sessions_communicator_takes_part_openmpi5() {
+    sessions_communicator_takes_part(Mpi::OpenMpi5);
+}
+
+fn sessions_communicator_takes_part(mpi: Mpi) {
     gdb::require_ptrace();
-    // MPICH only: Open MPI 4.1 has no MPI-4 Sessions (Example::unsupported_reason).
-    let job = Job::builder(Mpi::Mpich, Example::Sessions).start();
+    // Not Open MPI 4.1: it has no MPI-4 Sessions (Example::unsupported_reason).
+    let job = Job::builder(mpi, Example::Sessions).start();
     let n = job.nprocs() as i64;
     let r = mpiq(&["job", "--starter", &job.starter_pid().to_string(), "--json"]);
     assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
@@ -540,6 +586,54 @@ fn sessions_communicator_takes_part_mpich() {
     let c = comm(&v, 1, "sessions-world");
     assert_eq!(c["world_ranks_source"], "inferred", "{c:#}");
     assert_eq!(c["world_ranks"], serde_json::json!(ring), "{c:#}");
+    for rank in job.ranks() {
+        assert_released(rank.pid);
+    }
+}
+
+/// Open MPI 5 on the UCX PML: its debug library sees none of that PML's requests. Every rank's
+/// queues are "not visible with this transport", never empty; the job's verdict then comes from
+/// the stacks alone and is never an all-clear.
+#[test]
+fn openmpi5_on_the_ucx_pml_says_the_queues_are_not_visible() {
+    gdb::require_ptrace();
+    let job = Job::builder(Mpi::OpenMpi5, Example::Deadlock).mca("pml", "ucx").start();
+    let starter = job.starter_pid().to_string();
+    let r = mpiq(&["job", "--starter", &starter, "--json"]);
+    let v = r.json_exact();
+    let procs = v["processes"].as_array().expect("processes");
+    assert_eq!(procs.len(), job.nprocs(), "{v:#}");
+    for p in procs {
+        let m = &p["queues_missing"];
+        assert_eq!(m["reason"], "transport_hidden", "{p:#}");
+        assert_eq!(m["transport"], "pml ucx", "{p:#}");
+        let error = p["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("not visible with this transport") && error.contains("--mca pml ob1"),
+            "{p:#}"
+        );
+        let comms = p["communicators"].as_array().expect("communicators");
+        assert!(comms.iter().any(|c| c["name"] == "MPI_COMM_WORLD"), "{p:#}");
+        for c in comms {
+            for q in ["sends", "receives"] {
+                let queue = &c["queues"][q];
+                assert_eq!(queue["available"], false, "{} {q}: {queue}", c["name"]);
+                assert!(
+                    queue["reason"].as_str().unwrap_or_default().contains("pml ucx"),
+                    "{} {q}: {queue}",
+                    c["name"]
+                );
+            }
+        }
+    }
+    let a = &v["analysis"];
+    assert_ne!(a["verdict"], "no_deadlock", "{a:#}");
+    let text = mpiq(&["job", "--starter", &starter, "--samples", "1"]);
+    assert!(
+        text.stdout.contains("not visible with this transport (pml ucx)"),
+        "{}",
+        text.all()
+    );
     for rank in job.ranks() {
         assert_released(rank.pid);
     }

@@ -160,6 +160,7 @@ fn unreadable(p: &ProcessSnapshot) -> Option<String> {
                 MissingReason::NoDebuggerSupport => "their MPI was built without message queue debugging support",
                 MissingReason::NoDebugLibrary => "their MPI's message queue debug library is not on this machine",
                 MissingReason::NoDebugInfo => "their MPI library has no debug information",
+                MissingReason::TransportHidden => "their queues are not visible with the transport the job runs on",
             }
             .to_string(),
         );

@@ -67,6 +67,7 @@ pub(crate) fn comm(name: &str, size: i64, local: i64) -> Communicator {
         local_rank: Some(local),
         world_ranks: None,
         world_ranks_source: None,
+        world_ranks_rejected: None,
         queues: Queues {
             sends: Queue::available(Vec::new()),
             receives: Queue::available(Vec::new()),
@@ -81,6 +82,7 @@ pub(crate) fn world(size: i64, rank: i64) -> Communicator {
         id: "0".into(),
         world_ranks: Some((0..size).map(Some).collect()),
         world_ranks_source: Some("world".into()),
+        world_ranks_rejected: None,
         ..comm("MPI_COMM_WORLD", size, rank)
     }
 }

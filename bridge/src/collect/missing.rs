@@ -92,6 +92,15 @@ fn words(m: &QueuesMissing, debian_package: Option<&str>) -> String {
              --dll FILE",
             m.debug_library.as_deref().unwrap_or("(unnamed)")
         ),
+        MissingReason::TransportHidden => format!(
+            "{mpi}{library}{installed} runs its messages on {}, whose requests its message queue debug \
+             library cannot see (it sees only the ob1 and cm PMLs'): queues not visible with this \
+             transport (run with `--mca pml ob1` to see them); the stacks still show where it is",
+            m.transport
+                .as_deref()
+                .map(|t| format!("Open MPI's {t}"))
+                .unwrap_or_else(|| "a transport".into())
+        ),
         MissingReason::NoDebugInfo => {
             let ty = m
                 .missing_type

@@ -116,6 +116,7 @@ pub(crate) fn communicator(raw: &mqs_communicator, group: Option<Vec<i64>>) -> C
         local_rank: word(raw.local_rank),
         world_ranks,
         world_ranks_source: source.map(str::to_string),
+        world_ranks_rejected: None,
         queues: Queues {
             sends: Queue::available(Vec::new()),
             receives: Queue::available(Vec::new()),
@@ -135,7 +136,7 @@ fn translate(comm: &Communicator, local: Option<i64>) -> Option<i64> {
 /// untranslated local rank for sends).
 fn world_of(comm: &Communicator, local: Option<i64>, library_global: mqs_tword_t) -> Option<i64> {
     translate(comm, local).or_else(|| {
-        if comm.world_ranks.is_none() && local.is_some() {
+        if comm.world_ranks.is_none() && comm.world_ranks_rejected.is_none() && local.is_some() {
             word(library_global)
         } else {
             None

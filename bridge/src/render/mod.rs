@@ -307,6 +307,7 @@ mod tests {
             local_rank: Some(1),
             world_ranks: Some(vec![Some(1), Some(2), Some(3), Some(0)]),
             world_ranks_source: Some("library".into()),
+            world_ranks_rejected: None,
             queues: Queues {
                 sends: Queue::available(Vec::new()),
                 receives: Queue::available(ops),

@@ -128,6 +128,10 @@ pub struct QueuesMissing {
     /// names its separate debug file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_id: Option<String>,
+    /// [`MissingReason::TransportHidden`]: the transport the MPI runs its
+    /// messages on (`pml ucx`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
 }
 
 impl QueuesMissing {
@@ -141,6 +145,7 @@ impl QueuesMissing {
             debug_library: None,
             missing_type: None,
             build_id: None,
+            transport: None,
         }
     }
 }
@@ -158,6 +163,9 @@ pub enum MissingReason {
     /// The MPI library has no debug information for the debug library's
     /// types: stripped, its separate debug file not installed.
     NoDebugInfo,
+    /// The debug library works but cannot see the requests of the transport
+    /// the job runs on (Open MPI's `ucx` PML: it sees only `ob1`'s and `cm`'s).
+    TransportHidden,
 }
 
 impl MissingReason {
@@ -167,6 +175,7 @@ impl MissingReason {
             MissingReason::NoDebuggerSupport => "no_debugger_support",
             MissingReason::NoDebugLibrary => "no_debug_library",
             MissingReason::NoDebugInfo => "no_debug_info",
+            MissingReason::TransportHidden => "transport_hidden",
         }
     }
 }
@@ -306,6 +315,12 @@ pub struct Communicator {
     /// "inferred" (across ranks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub world_ranks_source: Option<String>,
+    /// Why the group the debug library gave is not shown as `world_ranks`:
+    /// it cannot be right (a process twice in it, a rank past the world's
+    /// size). Neither it nor the library's own global ranks of the
+    /// operations are then believed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_ranks_rejected: Option<String>,
     /// The three queues.
     pub queues: Queues,
 }

@@ -559,6 +559,7 @@ mod tests {
             local_rank: Some(local_rank),
             world_ranks: None,
             world_ranks_source: None,
+            world_ranks_rejected: None,
             queues: Queues {
                 sends: q(),
                 receives: q(),

@@ -86,6 +86,7 @@ pub(crate) fn process(rank: i32, threads: Vec<ThreadStack>) -> ProcessSnapshot {
             local_rank: Some(i64::from(rank)),
             world_ranks: None,
             world_ranks_source: None,
+            world_ranks_rejected: None,
             queues: Queues {
                 sends: Queue::available(vec![]),
                 receives: Queue::available(vec![]),
