@@ -597,7 +597,13 @@ fn sessions_communicator_takes_part(mpi: Mpi) {
 #[test]
 fn openmpi5_on_the_ucx_pml_says_the_queues_are_not_visible() {
     gdb::require_ptrace();
-    let job = Job::builder(Mpi::OpenMpi5, Example::Deadlock).mca("pml", "ucx").start();
+    // UCX's shared-memory and TCP transports are not on Open MPI's default list of UCX
+    // transports (network devices): allow them, as on a laptop or a CI runner.
+    let job = Job::builder(Mpi::OpenMpi5, Example::Deadlock)
+        .mca("pml", "ucx")
+        .mca("opal_common_ucx_tls", "any")
+        .mca("opal_common_ucx_devices", "any")
+        .start();
     let starter = job.starter_pid().to_string();
     let r = mpiq(&["job", "--starter", &starter, "--json"]);
     let v = r.json_exact();
