@@ -1,5 +1,6 @@
-//! The ranks of a job, from its starter: its proctable, else the MPI
-//! processes started under it, with their world ranks from the environment
+//! The ranks of a job, from its starter: its proctable, else the proc
+//! table of its PMIx server (Open MPI 5's prterun), else the MPI processes
+//! started under it, with their world ranks from the environment
 //! the starter gave each (and the ranks that environment names but that are
 //! not here, as unreachable).
 
@@ -27,7 +28,8 @@ pub(super) struct JobRanks {
 }
 
 /// The ranks of the starter's job: its proctable (`MPIR_proctable`, else
-/// `MPI2DD_info`), else the MPI processes started under it.
+/// `MPI2DD_info`), else its PMIx server's proc table, else the MPI
+/// processes started under it.
 pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<JobRanks, RunError> {
     let mut s = LiveProcess::attach(starter).map_err(|source| RunError::Starter { pid: starter, source })?;
     let table = read_ranks(&s);
@@ -38,7 +40,14 @@ pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<JobRanks, RunErr
     let (table, source) = match table {
         Ok(t) => t,
         Err(e @ (JobError::Empty(_) | JobError::NoProctable(_) | JobError::Mpi2dd { .. })) => {
-            // No table: the MPI processes among the starter's descendants.
+            // No table: the launcher's PMIx server (Open MPI 5's prterun),
+            // else the MPI processes among the starter's descendants.
+            if let Some(library) = crate::pmix::library_of(starter) {
+                match crate::pmix::proc_table(starter, &library) {
+                    Ok(t) => return Ok(pmix_ranks(starter, t, slurm, rep)),
+                    Err(pe) => eprintln!("mpiq: warning: {pe}"),
+                }
+            }
             let pids = mpi_descendants(starter);
             if pids.is_empty() {
                 return Err(e.into());
@@ -121,4 +130,63 @@ pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<JobRanks, RunErr
         })
         .collect();
     Ok(JobRanks { ranks, slurm })
+}
+
+/// The ranks of a PMIx proc table: world rank = the PMIx rank; a rank on
+/// another host is read there; a rank that ended (or never started) is
+/// unreachable.
+fn pmix_ranks(
+    starter: i32,
+    t: crate::pmix::ProcTable,
+    slurm: Option<(String, Option<String>)>,
+    rep: &Reporter,
+) -> JobRanks {
+    rep.note(format_args!(
+        "PMIx proc table of {starter} (namespace {}): {} rank(s)",
+        t.namespace,
+        t.procs.len()
+    ));
+    rep.note(format_args!(
+        "PMIx query: {:.1} ms ({}; PMIx_tool_init {:.1} ms, queries {:.1} ms)",
+        t.elapsed.as_secs_f64() * 1e3,
+        t.version,
+        t.init_ms,
+        t.query_ms
+    ));
+    if !t.others.is_empty() {
+        // Jobs it spawned, or tools connected to it (one that died without
+        // PMIx_tool_finalize stays listed).
+        rep.note(format_args!(
+            "the PMIx server also lists namespace(s) {}; mpiq reads its first job, {}",
+            t.others.join(", "),
+            t.namespace
+        ));
+    }
+    let ranks = t
+        .procs
+        .into_iter()
+        .map(|p| {
+            let rank = i32::try_from(p.rank).ok();
+            let ended = p.state >= crate::pmix::abi::PMIX_PROC_STATE_UNTERMINATED || p.pid <= 0;
+            JobRank {
+                unreachable: ended.then(|| {
+                    format!(
+                        "rank {} is not running: its PMIx state is {} ({})",
+                        p.rank,
+                        if p.state_name.is_empty() {
+                            "unknown"
+                        } else {
+                            &p.state_name
+                        },
+                        p.state
+                    )
+                }),
+                host: (!ended && !is_local_host(&p.host)).then(|| p.host.trim().to_string()),
+                pid: p.pid,
+                rank,
+                executable: p.executable,
+            }
+        })
+        .collect();
+    JobRanks { ranks, slurm }
 }
