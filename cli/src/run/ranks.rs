@@ -190,3 +190,66 @@ fn pmix_ranks(
         .collect();
     JobRanks { ranks, slurm }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pmix::{PmixProcEntry, ProcTable};
+
+    fn entry(rank: u32, host: &str, pid: i32, state: u8) -> PmixProcEntry {
+        PmixProcEntry {
+            rank,
+            host: host.into(),
+            executable: "/job/a.out".into(),
+            pid,
+            state,
+            state_name: if state == 20 {
+                "PROC TERMINATED".into()
+            } else {
+                String::new()
+            },
+        }
+    }
+
+    #[test]
+    fn a_pmix_table_gives_world_ranks_hosts_and_the_ended() {
+        let t = ProcTable {
+            namespace: "prterun-h-9@1".into(),
+            procs: vec![
+                entry(0, "localhost", 100, 6),
+                entry(1, "some-other-node-4711", 200, 6),
+                entry(2, "localhost", 300, 20),
+                entry(3, "some-other-node-4711", 0, 2),
+            ],
+            others: Vec::new(),
+            version: "OpenPMIx 5.0.10".into(),
+            elapsed: std::time::Duration::from_millis(9),
+            init_ms: 3.0,
+            query_ms: 0.5,
+        };
+        let rep = Reporter {
+            verbose: false,
+            start: std::time::Instant::now(),
+        };
+        let job = pmix_ranks(9, t, None, &rep);
+        let got: Vec<(i32, Option<i32>, Option<&str>, bool)> = job
+            .ranks
+            .iter()
+            .map(|r| (r.pid, r.rank, r.host.as_deref(), r.unreachable.is_some()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (100, Some(0), None, false),
+                (200, Some(1), Some("some-other-node-4711"), false),
+                (300, Some(2), None, true),
+                (0, Some(3), None, true),
+            ]
+        );
+        assert_eq!(
+            job.ranks[2].unreachable.as_deref(),
+            Some("rank 2 is not running: its PMIx state is PROC TERMINATED (20)")
+        );
+        assert_eq!(job.ranks[1].executable, "/job/a.out");
+    }
+}
