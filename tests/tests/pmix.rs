@@ -6,7 +6,8 @@
 //!
 //! Real jobs: the PyPI wheel of Open MPI 5.0.10 (no debug library: stacks
 //! only) and, once `scripts/testbed` built it, the test bed's Open MPI
-//! 5.0.7 (queues too). The failures: no rendezvous file in the TMPDIR mpiq
+//! 5.0.7 (queues too), also inside a Slurm allocation of 2 nodes, where
+//! the proc table's host names send each node's ranks to its collector. The failures: no rendezvous file in the TMPDIR mpiq
 //! is pointed at, a stopped launcher, a server that never answers the
 //! handshake (a fake one: the helper is left to end by itself, never
 //! killed, since a tool that dies in the handshake crashes prterun), and a
@@ -22,8 +23,10 @@ use std::time::{Duration, Instant};
 
 use mpiq_tests::fixtures::WorkDir;
 use mpiq_tests::frontends::cli_command;
+use mpiq_tests::launcher::node_of_pid;
 use mpiq_tests::procs::{self, tracer_pid, Proc};
 use mpiq_tests::run::{run, Run};
+use mpiq_tests::slurm::{self, Cluster};
 use mpiq_tests::{gdb, Example, Job, Mpi};
 use serde_json::Value;
 
@@ -42,39 +45,48 @@ fn assert_released(pid: u32) {
     assert_eq!(tracer_pid(pid), Some(0), "process {pid} is still traced");
 }
 
+/// The `OMPI_COMM_WORLD_RANK` in the environment of process `pid`.
+fn environ_rank(pid: u32) -> Option<i64> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|&b| b == 0).find_map(|kv| {
+        let v = kv.strip_prefix(b"OMPI_COMM_WORLD_RANK=")?;
+        std::str::from_utf8(v).ok()?.parse::<i64>().ok()
+    })
+}
+
 /// The launcher's MPI processes by `OMPI_COMM_WORLD_RANK`, as the test
 /// reads them from /proc.
 fn ranks_by_environ(starter: u32) -> BTreeMap<i64, u32> {
     procs::descendants(starter)
         .into_iter()
-        .filter_map(|p| {
-            let env = std::fs::read(format!("/proc/{}/environ", p.pid)).ok()?;
-            let rank = env.split(|&b| b == 0).find_map(|kv| {
-                let v = kv.strip_prefix(b"OMPI_COMM_WORLD_RANK=")?;
-                std::str::from_utf8(v).ok()?.parse::<i64>().ok()
-            })?;
-            Some((rank, p.pid))
-        })
+        .filter_map(|p| Some((environ_rank(p.pid)?, p.pid)))
         .collect()
 }
 
-/// Every rank 0..n-1 once, with the pid of the process that has that
-/// `OMPI_COMM_WORLD_RANK` (and printed that rank's READY line), readable.
-fn check_ranks(v: &Value, starter: u32, ready: &[(usize, u32)], what: &str) {
-    let by_env = ranks_by_environ(starter);
+/// Every rank 0..n-1 once, with the pid of the process that printed that
+/// rank's READY line and has that `OMPI_COMM_WORLD_RANK` (on one machine:
+/// the launcher's descendant with it), readable, on its node (`nodes`:
+/// each rank's Slurm node, for a job across nodes).
+fn check_ranks(v: &Value, starter: u32, ready: &[(usize, u32)], nodes: Option<&[String]>, what: &str) {
     let procs = v["processes"].as_array().expect("processes");
     assert_eq!(procs.len(), ready.len(), "{what}: {v:#}");
-    assert_eq!(
-        by_env.len(),
-        ready.len(),
-        "{what}: ranks under the launcher: {by_env:?}"
-    );
-    for &(rank, pid) in ready {
+    let by_env = ranks_by_environ(starter);
+    if nodes.is_none() {
         assert_eq!(
-            by_env.get(&(rank as i64)),
-            Some(&pid),
-            "{what}: rank {rank}: {by_env:?}"
+            by_env.len(),
+            ready.len(),
+            "{what}: ranks under the launcher: {by_env:?}"
         );
+    }
+    for &(rank, pid) in ready {
+        assert_eq!(environ_rank(pid), Some(rank as i64), "{what}: rank {rank}'s pid {pid}");
+        if nodes.is_none() {
+            assert_eq!(
+                by_env.get(&(rank as i64)),
+                Some(&pid),
+                "{what}: rank {rank}: {by_env:?}"
+            );
+        }
         let p = procs
             .iter()
             .find(|p| p["world_rank"] == rank)
@@ -84,6 +96,10 @@ fn check_ranks(v: &Value, starter: u32, ready: &[(usize, u32)], what: &str) {
             p["stacks"]["where"].is_string(),
             "{what}: rank {rank} has no stacks: {p:#}"
         );
+        match nodes {
+            Some(nodes) => assert_eq!(p["node"], nodes[rank].as_str(), "{what}: rank {rank}: {p:#}"),
+            None => assert!(p["node"].is_null(), "{what}: rank {rank}: {p:#}"),
+        }
     }
 }
 
@@ -91,6 +107,19 @@ fn check_ranks(v: &Value, starter: u32, ready: &[(usize, u32)], what: &str) {
 /// note, the ranks, the verdict (`queues`: read through the debug
 /// library, else from the stacks alone), everything released.
 fn through_pmix(starter: u32, ready: &[(usize, u32)], queues: bool, what: &str) {
+    through_pmix_on(starter, ready, queues, None, &[], what);
+}
+
+/// [`through_pmix`] for a job whose ranks run on `nodes` (one per rank),
+/// with `env` for mpiq.
+fn through_pmix_on(
+    starter: u32,
+    ready: &[(usize, u32)],
+    queues: bool,
+    nodes: Option<&[String]>,
+    env: &[(&str, &str)],
+    what: &str,
+) {
     assert_eq!(
         std::fs::read_to_string(format!("/proc/{starter}/comm")).unwrap().trim(),
         "prterun",
@@ -98,7 +127,7 @@ fn through_pmix(starter: u32, ready: &[(usize, u32)], queues: bool, what: &str) 
     );
     let s = starter.to_string();
     let t = Instant::now();
-    let r = mpiq_env(&["job", "--starter", &s, "--json", "-v"], &[]);
+    let r = mpiq_env(&["job", "--starter", &s, "--json", "-v"], env);
     let took = t.elapsed();
     assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{what}: {}", r.all());
     let note = format!("PMIx proc table of {starter} (namespace prterun-");
@@ -116,8 +145,15 @@ fn through_pmix(starter: u32, ready: &[(usize, u32)], queues: bool, what: &str) 
         .find(|l| l.contains("PMIx query: "))
         .unwrap_or_default();
     eprintln!("[pmix] {what}: {timing}; mpiq job took {took:.2?}");
+    if let Some(nodes) = nodes {
+        let mut distinct = nodes.to_vec();
+        distinct.sort();
+        distinct.dedup();
+        let fanout = format!("{} node(s) to read through srun into Slurm job", distinct.len());
+        assert!(r.stderr.contains(&fanout), "{what}: no '{fanout}': {}", r.stderr);
+    }
     let v = r.json_exact();
-    check_ranks(&v, starter, ready, what);
+    check_ranks(&v, starter, ready, nodes, what);
     let a = &v["analysis"];
     assert_eq!(a["verdict"], "deadlock", "{what}: {a:#}");
     let n = ready.len() as i64;
@@ -163,7 +199,13 @@ fn fallbacks(starter: u32, ready: &[(usize, u32)], what: &str) {
     assert!(r.stderr.contains(&warning), "{what}: no '{warning}' in: {}", r.all());
     let fallback = format!("using the {} MPI process(es) started under it instead", ready.len());
     assert!(r.stderr.contains(&fallback), "{what}: {}", r.all());
-    check_ranks(&r.json_exact(), starter, ready, &format!("{what}, no rendezvous file"));
+    check_ranks(
+        &r.json_exact(),
+        starter,
+        ready,
+        None,
+        &format!("{what}, no rendezvous file"),
+    );
 
     // A stopped launcher: its server would answer only after mpiq gave up.
     let stopped = run(Command::new("kill").args(["-STOP", &s]));
@@ -173,7 +215,13 @@ fn fallbacks(starter: u32, ready: &[(usize, u32)], what: &str) {
     let warning =
         format!("mpiq: warning: cannot reach the PMIx server of process {starter} (prterun): the launcher is stopped");
     assert!(r.stderr.contains(&warning), "{what}: no '{warning}' in: {}", r.all());
-    check_ranks(&r.json_exact(), starter, ready, &format!("{what}, stopped launcher"));
+    check_ranks(
+        &r.json_exact(),
+        starter,
+        ready,
+        None,
+        &format!("{what}, stopped launcher"),
+    );
     for &(_, pid) in ready {
         assert_released(pid);
     }
@@ -211,16 +259,22 @@ fn open_mpi_5_0_7() -> Option<PathBuf> {
 
 /// A deadlock job of the test bed's Open MPI 5.0.7, killed on drop (its
 /// process group, then every process recorded under it, by pid and start
-/// time).
+/// time, and under Slurm its allocation).
 struct Ompi5Job {
     child: Child,
+    starter: u32,
     ready: Vec<(usize, u32)>,
     procs: Vec<Proc>,
+    slurm: Option<(PathBuf, String)>,
     _dir: WorkDir,
 }
 
 impl Ompi5Job {
-    fn start(prefix: &Path, n: usize) -> Ompi5Job {
+    /// `n` ranks on this machine, or under `salloc` on `nodes` nodes of
+    /// `cluster` (`n / nodes` per node, over TCP on the loopback
+    /// interface: the "nodes" of a one-machine cluster share a host name,
+    /// which shared memory takes for one node).
+    fn start(prefix: &Path, n: usize, cluster: Option<(&Cluster, usize)>) -> Ompi5Job {
         let dir = WorkDir::new("pmix-ompi5");
         let exe = dir.path("deadlock");
         let built = run(Command::new(prefix.join("bin/mpicc"))
@@ -233,20 +287,34 @@ impl Ompi5Job {
         assert!(built.success, "{built}");
         let tmp = dir.path("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
-        let mut cmd = Command::new(prefix.join("bin/mpirun"));
-        cmd.args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "--mca",
-            "pml",
-            "ob1",
-            "--mca",
-            "btl",
-            "self,sm",
-        ])
-        .arg("-n")
-        .arg(n.to_string())
-        .arg(&exe);
+        let mpirun = prefix.join("bin/mpirun");
+        let name = format!("mpiq-pmix-{}", std::process::id());
+        let mut cmd = match cluster {
+            None => {
+                let mut cmd = Command::new(&mpirun);
+                cmd.args(["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,sm"]);
+                cmd
+            }
+            Some((cluster, nodes)) => {
+                let per_node = (n / nodes).to_string();
+                let mut cmd = cluster.command("salloc");
+                cmd.args(["-N", &nodes.to_string(), "--ntasks-per-node", &per_node])
+                    .arg(format!("--job-name={name}"))
+                    .arg(&mpirun)
+                    .args([
+                        "--allow-run-as-root",
+                        "--mca",
+                        "btl",
+                        "self,tcp",
+                        "--mca",
+                        "btl_tcp_if_include",
+                        "lo",
+                    ])
+                    .args(["--npernode", &per_node]);
+                cmd
+            }
+        };
+        cmd.args(["--mca", "pml", "ob1", "-n", &n.to_string()]).arg(&exe);
         for (key, _) in std::env::vars_os() {
             let k = key.to_string_lossy();
             if mpiq_tests::job::SCRUBBED_ENV_PREFIXES.iter().any(|p| k.starts_with(p)) {
@@ -269,9 +337,11 @@ impl Ompi5Job {
             }
         });
         let mut job = Ompi5Job {
+            starter: child.id(),
             child,
             ready: Vec::new(),
             procs: Vec::new(),
+            slurm: cluster.map(|(c, _)| (c.conf(), name)),
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -288,6 +358,16 @@ impl Ompi5Job {
         }
         job.ready.sort_unstable();
         job.procs = procs::descendants(job.child.id());
+        job.procs.extend(job.ready.iter().filter_map(|&(_, pid)| Proc::of(pid)));
+        if cluster.is_some() {
+            // salloc runs mpirun (prterun) as its child.
+            job.starter = job
+                .procs
+                .iter()
+                .find(|p| p.name == "prterun")
+                .expect("prterun under salloc")
+                .pid;
+        }
         std::thread::sleep(Duration::from_millis(1500));
         job
     }
@@ -303,6 +383,12 @@ impl Drop for Ompi5Job {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some((conf, name)) = &self.slurm {
+            let _ = Command::new("scancel")
+                .env("SLURM_CONF", conf)
+                .args(["-n", name])
+                .status();
+        }
     }
 }
 
@@ -310,9 +396,41 @@ impl Drop for Ompi5Job {
 fn openmpi_5_0_7_through_the_pmix_server() {
     let Some(prefix) = open_mpi_5_0_7() else { return };
     gdb::require_ptrace();
-    let job = Ompi5Job::start(&prefix, 4);
-    through_pmix(job.child.id(), &job.ready, true, "Open MPI 5.0.7");
-    fallbacks(job.child.id(), &job.ready, "Open MPI 5.0.7");
+    let job = Ompi5Job::start(&prefix, 4, None);
+    through_pmix(job.starter, &job.ready, true, "Open MPI 5.0.7");
+    fallbacks(job.starter, &job.ready, "Open MPI 5.0.7");
+}
+
+/// `mpirun` inside a Slurm allocation of 2 nodes: the PMIx proc table puts
+/// the ranks on n1 and n2 (not this host's name), so each node's collector,
+/// started through srun into the allocation, reads its ranks there.
+#[test]
+fn openmpi_5_0_7_across_nodes_through_the_pmix_server() {
+    let Some(prefix) = open_mpi_5_0_7() else { return };
+    gdb::require_ptrace();
+    if !slurm::available() {
+        return;
+    }
+    let cluster = Cluster::start(2, 4);
+    let job = Ompi5Job::start(&prefix, 4, Some((&cluster, 2)));
+    let nodes: Vec<String> = job
+        .ready
+        .iter()
+        .map(|&(rank, pid)| node_of_pid(pid).unwrap_or_else(|| panic!("rank {rank}: no SLURMD_NODENAME")))
+        .collect();
+    let mut sorted = nodes.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["n1", "n1", "n2", "n2"], "2 ranks per node");
+    let conf = cluster.conf().display().to_string();
+    through_pmix_on(
+        job.starter,
+        &job.ready,
+        true,
+        Some(&nodes),
+        &[("SLURM_CONF", &conf)],
+        "Open MPI 5.0.7 on 2 nodes",
+    );
+    drop(job);
 }
 
 /// A process that maps `library` (as a launcher maps its libpmix), with
