@@ -33,7 +33,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 pub mod abi;
+mod rendezvous;
 mod tool;
+pub use rendezvous::{find_rendezvous, launcher_tmpdir, library_of, TmpdirSource};
 pub use tool::helper_main;
 
 /// How long the helper may take unless `MPIQ_PMIX_TIMEOUT_MS` says
@@ -82,8 +84,11 @@ pub struct HelperReply {
     pub version: String,
     /// The namespace the server gave the helper (left out of `jobs`).
     pub tool_namespace: String,
-    /// Every other namespace's table.
+    /// The tables of the other namespaces, by job number, up to the first
+    /// that is the launcher's job ([`is_job_of`]).
     pub jobs: Vec<PmixJob>,
+    /// The namespaces after it, not queried.
+    pub skipped: Vec<String>,
     /// Milliseconds in `PMIx_tool_init`.
     pub init_ms: f64,
     /// Milliseconds in the queries.
@@ -146,7 +151,7 @@ pub struct ProcTable {
     pub namespace: String,
     /// Its processes, by rank.
     pub procs: Vec<PmixProcEntry>,
-    /// The other job namespaces the server runs (left out).
+    /// The server's other namespaces after the job's (left out).
     pub others: Vec<String>,
     /// The library's version.
     pub version: String,
@@ -156,32 +161,6 @@ pub struct ProcTable {
     pub init_ms: f64,
     /// Milliseconds the helper spent in the queries.
     pub query_ms: f64,
-}
-
-/// Where the TMPDIR searched came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TmpdirSource {
-    /// `MPIQ_PMIX_TMPDIR`.
-    Override,
-    /// The launcher's environment.
-    Environ,
-    /// The default, `/tmp` (the launcher has no TMPDIR).
-    Default,
-}
-
-impl TmpdirSource {
-    fn describe(self) -> &'static str {
-        match self {
-            TmpdirSource::Override => "mpiq used MPIQ_PMIX_TMPDIR",
-            TmpdirSource::Environ => {
-                "mpiq used the launcher's TMPDIR from its environment; MPIQ_PMIX_TMPDIR names another directory"
-            }
-            TmpdirSource::Default => {
-                "the launcher has no TMPDIR in its environment: mpiq used /tmp; MPIQ_PMIX_TMPDIR names another \
-                 directory"
-            }
-        }
-    }
 }
 
 /// Why the PMIx server gave no proc table.
@@ -296,104 +275,6 @@ impl std::fmt::Display for PmixError {
 
 impl std::error::Error for PmixError {}
 
-/// The `libpmix.so*` that process `pid` maps, if any.
-pub fn library_of(pid: i32) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let path = crate::maps::parse_maps(&maps)
-        .into_iter()
-        .filter(|e| !e.deleted)
-        .filter_map(|e| e.path)
-        .find(|p| {
-            p.starts_with('/')
-                && p.rsplit('/')
-                    .next()
-                    .is_some_and(|n| n == "libpmix.so" || n.starts_with("libpmix.so."))
-        })?;
-    // Through the launcher's root, should it run in another mount namespace.
-    let own = PathBuf::from(&path);
-    Some(if own.exists() {
-        own
-    } else {
-        PathBuf::from(format!("/proc/{pid}/root{path}"))
-    })
-}
-
-/// The launcher's TMPDIR and where it came from.
-pub fn launcher_tmpdir(pid: i32) -> (PathBuf, TmpdirSource) {
-    if let Some(dir) = std::env::var_os("MPIQ_PMIX_TMPDIR").filter(|d| !d.is_empty()) {
-        return (PathBuf::from(dir), TmpdirSource::Override);
-    }
-    let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-    match crate::job::environ_value(&env, "TMPDIR").filter(|v| v.starts_with('/')) {
-        Some(dir) => (PathBuf::from(dir), TmpdirSource::Environ),
-        None => (PathBuf::from("/tmp"), TmpdirSource::Default),
-    }
-}
-
-/// Most directory entries looked at in the search for a rendezvous file.
-const MAX_ENTRIES: usize = 20_000;
-/// How deep below TMPDIR (PRRTE's session directory is one level down).
-const MAX_DEPTH: usize = 3;
-
-/// Whether `name` is a rendezvous file of the server of `pid`:
-/// `pmix.HOST.tool.PID`.
-fn is_rendezvous_name(name: &str, pid: i32) -> bool {
-    name.strip_prefix("pmix.")
-        .and_then(|r| r.strip_suffix(&format!(".tool.{pid}")))
-        .is_some_and(|host| !host.is_empty())
-}
-
-/// What a rendezvous file says (`pmix_base_write_rndz_file`): the URI, the
-/// version, the server's pid, its `uid:gid`, the time.
-fn rendezvous_pid(text: &str) -> Option<i32> {
-    text.lines().nth(2)?.trim().parse().ok()
-}
-
-/// The launcher's rendezvous file below `tmpdir` (breadth first, bounded),
-/// checked to name its pid; else why there is none.
-pub fn find_rendezvous(pid: i32, tmpdir: &Path, source: TmpdirSource) -> Result<PathBuf, PmixFailure> {
-    let me = nix::unistd::Uid::effective().as_raw();
-    let mut denied = None;
-    let mut level = vec![tmpdir.to_path_buf()];
-    let mut seen = 0;
-    for _ in 0..=MAX_DEPTH {
-        let mut next = Vec::new();
-        for dir in level {
-            let Ok(entries) = std::fs::read_dir(&dir) else { continue };
-            for entry in entries.flatten() {
-                seen += 1;
-                if seen > MAX_ENTRIES {
-                    break;
-                }
-                let Ok(kind) = entry.file_type() else { continue };
-                let path = entry.path();
-                if kind.is_dir() {
-                    next.push(path);
-                    continue;
-                }
-                if !is_rendezvous_name(&entry.file_name().to_string_lossy(), pid) {
-                    continue;
-                }
-                match std::fs::read_to_string(&path) {
-                    Ok(text) if rendezvous_pid(&text) == Some(pid) => return Ok(path),
-                    Ok(_) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                        use std::os::unix::fs::MetadataExt;
-                        let owner = entry.metadata().map(|m| m.uid()).unwrap_or(u32::MAX);
-                        denied = Some(PmixFailure::PermissionDenied { file: path, owner, me });
-                    }
-                    Err(_) => {}
-                }
-            }
-        }
-        level = next;
-    }
-    Err(denied.unwrap_or(PmixFailure::NoRendezvous {
-        tmpdir: tmpdir.to_path_buf(),
-        from: source,
-    }))
-}
-
 /// The helper's command. Its environment is mpiq's without `PMIX_*` (but
 /// `PMIX_MCA_*`, PMIx's own settings), so that an mpiq that itself runs
 /// inside an MPI job does not make the tool a client of that job's server.
@@ -489,30 +370,46 @@ fn tail(stderr: &str) -> String {
     format!("; it said: {}", lines[from..].join(" | "))
 }
 
-/// The job among the server's namespaces: not the one holding the
-/// launcher itself, and with processes; the first by job number.
+/// The job number of a PRRTE namespace, `NAME@N`.
+fn job_number(ns: &str) -> Option<u64> {
+    ns.rsplit_once('@').and_then(|(_, n)| n.parse().ok())
+}
+
+/// Whether a namespace's processes are a job of the launcher: some, and
+/// not the launcher itself (PRRTE's DVM).
+fn is_job_of(procs: &[PmixProcEntry], launcher: i32) -> bool {
+    !procs.is_empty() && !procs.iter().any(|p| p.pid == launcher)
+}
+
+/// The job among the server's namespaces ([`is_job_of`]), the first by
+/// job number; and the other namespaces.
 fn pick_job(launcher: i32, mut jobs: Vec<PmixJob>) -> Result<(PmixJob, Vec<String>), PmixFailure> {
     let all: Vec<String> = jobs.iter().map(|j| j.namespace.clone()).collect();
-    jobs.retain(|j| !j.procs.is_empty() && !j.procs.iter().any(|p| p.pid == launcher));
-    // PRRTE's namespaces are NAME@N: the job number after the '@'.
-    let number = |ns: &str| ns.rsplit_once('@').and_then(|(_, n)| n.parse::<u64>().ok());
-    jobs.sort_by_key(|j| (number(&j.namespace).unwrap_or(u64::MAX), j.namespace.clone()));
-    let mut jobs = jobs.into_iter();
-    let Some(mut job) = jobs.next() else {
+    jobs.sort_by_key(|j| (job_number(&j.namespace).unwrap_or(u64::MAX), j.namespace.clone()));
+    let Some(at) = jobs.iter().position(|j| is_job_of(&j.procs, launcher)) else {
         return Err(PmixFailure::NoJob(if all.is_empty() {
             "none".into()
         } else {
             all.join(", ")
         }));
     };
+    let mut job = jobs.remove(at);
     job.procs.sort_by_key(|p| p.rank);
     job.procs.dedup_by_key(|p| p.rank);
-    Ok((job, jobs.map(|j| j.namespace).collect()))
+    let others = jobs
+        .into_iter()
+        .filter(|j| is_job_of(&j.procs, launcher))
+        .map(|j| j.namespace)
+        .collect();
+    Ok((job, others))
 }
 
 /// The proc table of the job of `launcher`, whose PMIx library is
-/// `library`, through the helper.
-pub fn proc_table(launcher: i32, library: &Path) -> Result<ProcTable, PmixError> {
+/// `library`, through the helper. `state` is the launcher's state in /proc
+/// as the caller saw it before stopping it itself, if it did (a process
+/// that was stopped goes back to its stop only some time after ptrace
+/// lets it go).
+pub fn proc_table(launcher: i32, library: &Path, state: Option<char>) -> Result<ProcTable, PmixError> {
     let name = std::fs::read_to_string(format!("/proc/{launcher}/comm"))
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
@@ -523,7 +420,8 @@ pub fn proc_table(launcher: i32, library: &Path) -> Result<ProcTable, PmixError>
     };
     // A stopped server would answer once it runs again, after mpiq gave
     // up: not a connection to leave open (see run_helper).
-    if let Some(state @ ('T' | 't')) = crate::launch::procs::Stat::of(launcher).map(|s| s.state) {
+    let now = crate::launch::procs::Stat::of(launcher).map(|s| s.state);
+    if let Some(state @ ('T' | 't')) = state.filter(|s| matches!(s, 'T' | 't')).or(now) {
         return Err(fail(PmixFailure::Stopped(state)));
     }
     let (tmpdir, source) = launcher_tmpdir(launcher);
@@ -541,7 +439,8 @@ pub fn proc_table(launcher: i32, library: &Path) -> Result<ProcTable, PmixError>
         HelperOutput::Reply(r) => r,
         HelperOutput::Failed(f) => return Err(fail(failure_of(f, &req, &stderr))),
     };
-    let (job, others) = pick_job(launcher, reply.jobs).map_err(fail)?;
+    let (job, mut others) = pick_job(launcher, reply.jobs).map_err(fail)?;
+    others.extend(reply.skipped);
     Ok(ProcTable {
         namespace: job.namespace,
         procs: job.procs,
@@ -604,20 +503,6 @@ mod tests {
     }
 
     #[test]
-    fn rendezvous_names() {
-        assert!(is_rendezvous_name("pmix.vm.tool.15457", 15457));
-        assert!(is_rendezvous_name("pmix.node1.example.org.tool.42", 42));
-        // PMIx's own search would take these for pid 1545.
-        assert!(!is_rendezvous_name("pmix.vm.tool.15457", 1545));
-        assert!(!is_rendezvous_name("pmix.vm.tool", 1545));
-        assert!(!is_rendezvous_name("pmix..tool.7", 7));
-        assert!(!is_rendezvous_name("pmix.vm.tool.prterun-vm-7@0", 7));
-        let text = "prterun-vm-15457@0.0;tcp4://127.0.0.1:39459\n5.0.10\n15457\n0:0\nTue Nov 24 08:08:32 2026\n";
-        assert_eq!(rendezvous_pid(text), Some(15457));
-        assert_eq!(rendezvous_pid("uri\n5.0.10\n"), None);
-    }
-
-    #[test]
     fn the_job_is_not_the_dvm_and_comes_first() {
         let jobs = vec![
             PmixJob {
@@ -642,31 +527,5 @@ mod tests {
             procs: vec![proc(0, 9)],
         }];
         assert!(matches!(pick_job(9, only_dvm), Err(PmixFailure::NoJob(n)) if n == "d@0"));
-    }
-
-    #[test]
-    fn the_search_finds_the_file_of_this_pid_only() {
-        let dir = std::env::temp_dir().join(format!("mpiq-pmix-unit-{}", std::process::id()));
-        let session = dir.join("ompi.15457");
-        std::fs::create_dir_all(&session).unwrap();
-        std::fs::write(session.join("pmix.vm.tool.15457"), "u\nv\n15457\n0:0\n").unwrap();
-        // A file whose name fits but that names another pid is not it.
-        std::fs::write(session.join("pmix.vm.tool.1545"), "u\nv\n99\n0:0\n").unwrap();
-        let found = find_rendezvous(15457, &dir, TmpdirSource::Environ).unwrap();
-        assert_eq!(found, session.join("pmix.vm.tool.15457"));
-        let e = find_rendezvous(1545, &dir, TmpdirSource::Environ).unwrap_err();
-        assert!(
-            e.to_string().starts_with(&format!(
-                "PMIX_ERR_UNREACH: no rendezvous file for it in TMPDIR={} (mpiq used the launcher's TMPDIR",
-                dir.display()
-            )),
-            "{e}"
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn no_pmix_library_here() {
-        assert_eq!(library_of(std::process::id() as i32), None);
     }
 }

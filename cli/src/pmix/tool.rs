@@ -316,21 +316,46 @@ fn session(req: &HelperRequest, emit: &dyn Fn(&HelperOutput)) -> Result<(), Help
         let list = pmix.query(PMIX_QUERY_NAMESPACES, &mut [], |r| {
             string_result(r, PMIX_QUERY_NAMESPACES)
         })?;
-        let mut jobs = Vec::new();
-        for ns in list
+        // By job number: the launcher's job comes first (later ones are
+        // jobs it spawned, or tools, whose namespaces PRRTE keeps listing
+        // after they finalized: each would cost a query).
+        let mut names: Vec<&str> = list
             .split(',')
             .map(str::trim)
             .filter(|n| !n.is_empty() && *n != tool_namespace)
-        {
-            jobs.push(PmixJob {
-                namespace: ns.to_string(),
-                procs: pmix.proc_table(ns)?,
-            });
+            .collect();
+        names.sort_by_key(|n| (super::job_number(n).unwrap_or(u64::MAX), n.to_string()));
+        let (mut jobs, mut first_error, mut left) = (Vec::new(), None, names.len());
+        for ns in &names {
+            left -= 1;
+            match pmix.proc_table(ns) {
+                Ok(procs) => {
+                    let found = super::is_job_of(&procs, req.pid);
+                    jobs.push(PmixJob {
+                        namespace: ns.to_string(),
+                        procs,
+                    });
+                    if found {
+                        break;
+                    }
+                }
+                // A namespace without processes (PMIX_ERR_NOT_FOUND) is not it.
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
         }
+        if !jobs.iter().any(|j| super::is_job_of(&j.procs, req.pid)) {
+            if let Some(e) = first_error {
+                return Err(e);
+            }
+        }
+        let skipped = names[names.len() - left..].iter().map(|n| n.to_string()).collect();
         Ok(HelperReply {
             version: pmix.version.clone(),
             tool_namespace: tool_namespace.clone(),
             jobs,
+            skipped,
             init_ms,
             query_ms: start.elapsed().as_secs_f64() * 1e3,
         })

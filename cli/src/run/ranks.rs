@@ -31,6 +31,9 @@ pub(super) struct JobRanks {
 /// `MPI2DD_info`), else its PMIx server's proc table, else the MPI
 /// processes started under it.
 pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<JobRanks, RunError> {
+    // Its state before mpiq stops it (a PMIx server that was stopped cannot
+    // answer).
+    let state = crate::launch::procs::Stat::of(starter).map(|s| s.state);
     let mut s = LiveProcess::attach(starter).map_err(|source| RunError::Starter { pid: starter, source })?;
     let table = read_ranks(&s);
     let slurm = slurm_job_of(&s);
@@ -43,7 +46,7 @@ pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<JobRanks, RunErr
             // No table: the launcher's PMIx server (Open MPI 5's prterun),
             // else the MPI processes among the starter's descendants.
             if let Some(library) = crate::pmix::library_of(starter) {
-                match crate::pmix::proc_table(starter, &library) {
+                match crate::pmix::proc_table(starter, &library, state) {
                     Ok(t) => return Ok(pmix_ranks(starter, t, slurm, rep)),
                     Err(pe) => eprintln!("mpiq: warning: {pe}"),
                 }
@@ -154,8 +157,8 @@ fn pmix_ranks(
         t.query_ms
     ));
     if !t.others.is_empty() {
-        // Jobs it spawned, or tools connected to it (one that died without
-        // PMIx_tool_finalize stays listed).
+        // Jobs it spawned, or tools that connected to it (PRRTE keeps
+        // listing their namespaces after they finalized).
         rep.note(format_args!(
             "the PMIx server also lists namespace(s) {}; mpiq reads its first job, {}",
             t.others.join(", "),
