@@ -210,6 +210,13 @@ fn fallbacks(starter: u32, ready: &[(usize, u32)], what: &str) {
     // A stopped launcher: its server would answer only after mpiq gave up.
     let stopped = run(Command::new("kill").args(["-STOP", &s]));
     assert!(stopped.success, "{stopped}");
+    // Stopped once /proc says so (else mpiq takes it for running and
+    // leaves it running).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while procs::state(starter) != Some('T') {
+        assert!(Instant::now() < deadline, "{what}: the launcher never stopped");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let r = mpiq_env(&["job", "--starter", &s, "--json", "--samples", "1"], &[]);
     let _ = run(Command::new("kill").args(["-CONT", &s]));
     let warning =
