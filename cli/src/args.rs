@@ -106,6 +106,13 @@ pub enum Command {
     /// starter's MPIR_proctable (mpirun, mpiexec) or MPI2DD_info proctable,
     /// and whether the ranks are deadlocked.
     ///
+    /// A starter with neither but a PMIx server (Open MPI 5's mpirun, which
+    /// is PRRTE's prterun) is asked for its proc table through the PMIx tool
+    /// interface: its rendezvous file is looked for in the starter's TMPDIR,
+    /// or in $MPIQ_PMIX_TMPDIR; $MPIQ_PMIX_TIMEOUT_MS (10000) bounds the
+    /// wait. Failing that, the MPI processes started under the starter on
+    /// this machine are its ranks.
+    ///
     /// Ranks on other nodes are read there: one collector per node (`mpiq
     /// collect`), started through the job's own launcher: srun into the
     /// job's allocation when the starter runs under Slurm (srun itself, or
@@ -192,6 +199,24 @@ pub enum Command {
         /// Milliseconds between SIGTERM and SIGKILL.
         #[arg(long, value_name = "MS")]
         grace_ms: u64,
+    },
+    /// The helper `mpiq job` starts to ask a launcher's PMIx server for its
+    /// job's proc table (Open MPI 5's prterun): loads the launcher's own
+    /// libpmix, prints one line of JSON. Not meant to be run by hand.
+    #[command(name = "pmix-proctable", hide = true)]
+    PmixProctable {
+        /// The launcher.
+        #[arg(long, value_name = "PID")]
+        pid: i32,
+        /// Its libpmix (from its maps).
+        #[arg(long, value_name = "FILE")]
+        library: PathBuf,
+        /// Its TMPDIR.
+        #[arg(long, value_name = "DIR")]
+        tmpdir: PathBuf,
+        /// Its rendezvous file (`pmix.HOST.tool.PID`).
+        #[arg(long, value_name = "FILE")]
+        rendezvous: PathBuf,
     },
     /// Show the message queues again from a recording (`--record FILE`),
     /// with no process: the same debug library reproduces the same dump.

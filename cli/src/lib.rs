@@ -43,6 +43,9 @@ pub mod lookup;
 pub mod maps;
 /// Reading a live process's memory.
 pub mod memory;
+/// The ranks of a job from its launcher's PMIx server (Open MPI 5's
+/// prterun), through the PMIx tool interface in a helper process.
+pub mod pmix;
 /// A process image plus memory: the `mpiq::Target`.
 pub mod process;
 /// Stopping and releasing a live process.

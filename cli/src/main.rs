@@ -32,6 +32,21 @@ fn main() -> ExitCode {
             std::time::Duration::from_millis(grace_ms),
         ));
     }
+    // The PMIx helper neither: a SIGTERM or SIGKILL from its parent ends it.
+    if let Command::PmixProctable {
+        pid,
+        library,
+        tmpdir,
+        rendezvous,
+    } = cli.command
+    {
+        mpiq_cli::pmix::helper_main(&mpiq_cli::pmix::HelperRequest {
+            pid,
+            library,
+            tmpdir,
+            rendezvous,
+        });
+    }
     match real_main(&cli) {
         // 0, or 3 / 4 for a deadlock / an inconclusive analysis.
         Ok(code) => ExitCode::from(code),

@@ -541,6 +541,17 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
             verdict: None,
             status: Some(crate::launch::run(args, cli.verbose)),
         }),
+        Command::PmixProctable {
+            pid,
+            library,
+            tmpdir,
+            rendezvous,
+        } => crate::pmix::helper_main(&crate::pmix::HelperRequest {
+            pid: *pid,
+            library: library.clone(),
+            tmpdir: tmpdir.clone(),
+            rendezvous: rendezvous.clone(),
+        }),
         Command::RunWatchdog { job, start, grace_ms } => Ok(Outcome {
             stdout: String::new(),
             verdict: None,
