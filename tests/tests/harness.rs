@@ -38,7 +38,12 @@ fn starts_and_cleans_up(mpi: Mpi, example: Example) {
             assert!(Job::is_running(r.pid), "rank {} (pid {}) runs freely", r.rank, r.pid);
         }
     }
-    let starter_name = if mpi == Mpi::Mpich { "mpiexec" } else { "mpirun" };
+    // Open MPI 5's mpirun execs PRRTE's prterun.
+    let starter_name = match mpi {
+        Mpi::Mpich => "mpiexec",
+        Mpi::OpenMpi5 => "prterun",
+        _ => "mpirun",
+    };
     assert!(
         job.processes()
             .iter()
@@ -89,12 +94,27 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     mpich_waitany: Mpich, Waitany;
     mpich_healthy: Mpich, Healthy;
     mpich_threads: Mpich, Threads;
+    openmpi5_ring: OpenMpi5, Ring;
+    openmpi5_named_comms: OpenMpi5, NamedComms;
+    openmpi5_unexpected: OpenMpi5, Unexpected;
+    openmpi5_deadlock: OpenMpi5, Deadlock;
+    openmpi5_slow: OpenMpi5, Slow;
+    openmpi5_many_ops: OpenMpi5, ManyOps;
+    openmpi5_sessions: OpenMpi5, Sessions;
+    openmpi5_barrier_vs_recv: OpenMpi5, BarrierVsRecv;
+    openmpi5_deep_stack: OpenMpi5, DeepStack;
+    openmpi5_split_mismatch: OpenMpi5, SplitMismatch;
+    openmpi5_ssend_ring: OpenMpi5, SsendRing;
+    openmpi5_any_source_computing: OpenMpi5, AnySourceComputing;
+    openmpi5_waitany: OpenMpi5, Waitany;
+    openmpi5_healthy: OpenMpi5, Healthy;
+    openmpi5_threads: OpenMpi5, Threads;
 }
 
 #[test]
 fn every_example_has_a_start_test() {
     // The macro above must list every (MPI, example) pair.
-    assert_eq!(Example::ALL.len() * Mpi::all().len(), 30);
+    assert_eq!(Example::ALL.len() * Mpi::all().len(), 45);
 }
 
 /// The second variants of the two-variant examples (`waitany all`, `threads join`) start too,

@@ -1,5 +1,5 @@
 //! `mpiq job` (and `core`, `queues` with several pids) with the cross-rank
-//! analysis, on real jobs under the four test-bed MPIs: the deadlock example's cycle, the
+//! analysis, on real jobs under the test-bed MPIs: the deadlock example's cycle, the
 //! slow control job not called deadlocked (and running to completion), core
 //! files giving the live verdict, a starter known only by its `MPI2DD_info`
 //! proctable, inferred groups, MPI-4 Sessions, the output formats and the
@@ -178,11 +178,6 @@ fn deadlock_cycle_live_and_in_cores_openmpi5() {
     deadlock(Mpi::OpenMpi5);
 }
 
-#[test]
-fn deadlock_cycle_live_and_in_cores_mpich_ch4() {
-    deadlock(Mpi::MpichCh4);
-}
-
 fn slow_control(mpi: Mpi) {
     gdb::require_ptrace();
     let mut job = Job::builder(mpi, Example::Slow).start();
@@ -218,11 +213,6 @@ fn slow_job_is_not_deadlocked_and_completes_mpich() {
 #[test]
 fn slow_job_is_not_deadlocked_and_completes_openmpi5() {
     slow_control(Mpi::OpenMpi5);
-}
-
-#[test]
-fn slow_job_is_not_deadlocked_and_completes_mpich_ch4() {
-    slow_control(Mpi::MpichCh4);
 }
 
 #[test]
@@ -541,18 +531,8 @@ fn named_comms_groups_from_the_library_openmpi5() {
 }
 
 #[test]
-fn named_comms_groups_inferred_mpich_ch4() {
-    named_comms(Mpi::MpichCh4);
-}
-
-#[test]
 fn sessions_communicator_takes_part_mpich() {
     sessions_communicator_takes_part(Mpi::Mpich);
-}
-
-#[test]
-fn sessions_communicator_takes_part_mpich_ch4() {
-    sessions_communicator_takes_part(Mpi::MpichCh4);
 }
 
 /// Open MPI 5.0.7's library gives the sessions communicator a wrong group: mpiq rejects it and

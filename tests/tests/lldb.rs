@@ -114,17 +114,11 @@ mpiq_tests::per_example! { all_ranks;
     mpich_many_ops: Mpich, ManyOps;
     mpich_sessions: Mpich, Sessions;
     openmpi5_ring: OpenMpi5, Ring;
-    mpich_ch4_ring: MpichCh4, Ring;
     openmpi5_named_comms: OpenMpi5, NamedComms;
-    mpich_ch4_named_comms: MpichCh4, NamedComms;
     openmpi5_unexpected: OpenMpi5, Unexpected;
-    mpich_ch4_unexpected: MpichCh4, Unexpected;
     openmpi5_deadlock: OpenMpi5, Deadlock;
-    mpich_ch4_deadlock: MpichCh4, Deadlock;
     openmpi5_many_ops: OpenMpi5, ManyOps;
-    mpich_ch4_many_ops: MpichCh4, ManyOps;
     openmpi5_sessions: OpenMpi5, Sessions;
-    mpich_ch4_sessions: MpichCh4, Sessions;
 }
 
 /// `gcore` a rank with gdb, then `lldb -c CORE EXE` and `mpi queues --json`.

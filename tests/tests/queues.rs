@@ -64,17 +64,11 @@ mpiq_tests::per_example! { |mpi, example| check_example(mpi, example, FrontEnd::
     gdb_many_ops_mpich: Mpich, ManyOps;
     gdb_sessions_mpich: Mpich, Sessions;
     gdb_ring_openmpi5: OpenMpi5, Ring;
-    gdb_ring_mpich_ch4: MpichCh4, Ring;
     gdb_named_comms_openmpi5: OpenMpi5, NamedComms;
-    gdb_named_comms_mpich_ch4: MpichCh4, NamedComms;
     gdb_unexpected_openmpi5: OpenMpi5, Unexpected;
-    gdb_unexpected_mpich_ch4: MpichCh4, Unexpected;
     gdb_deadlock_openmpi5: OpenMpi5, Deadlock;
-    gdb_deadlock_mpich_ch4: MpichCh4, Deadlock;
     gdb_many_ops_openmpi5: OpenMpi5, ManyOps;
-    gdb_many_ops_mpich_ch4: MpichCh4, ManyOps;
     gdb_sessions_openmpi5: OpenMpi5, Sessions;
-    gdb_sessions_mpich_ch4: MpichCh4, Sessions;
 }
 
 /// gdb, lldb and the CLI attached in turn to the same stopped rank give the
@@ -120,15 +114,9 @@ mpiq_tests::per_example! { differential;
     same_snapshot_many_ops_mpich: Mpich, ManyOps;
     same_snapshot_sessions_mpich: Mpich, Sessions;
     same_snapshot_ring_openmpi5: OpenMpi5, Ring;
-    same_snapshot_ring_mpich_ch4: MpichCh4, Ring;
     same_snapshot_named_comms_openmpi5: OpenMpi5, NamedComms;
-    same_snapshot_named_comms_mpich_ch4: MpichCh4, NamedComms;
     same_snapshot_unexpected_openmpi5: OpenMpi5, Unexpected;
-    same_snapshot_unexpected_mpich_ch4: MpichCh4, Unexpected;
     same_snapshot_deadlock_openmpi5: OpenMpi5, Deadlock;
-    same_snapshot_deadlock_mpich_ch4: MpichCh4, Deadlock;
     same_snapshot_many_ops_openmpi5: OpenMpi5, ManyOps;
-    same_snapshot_many_ops_mpich_ch4: MpichCh4, ManyOps;
     same_snapshot_sessions_openmpi5: OpenMpi5, Sessions;
-    same_snapshot_sessions_mpich_ch4: MpichCh4, Sessions;
 }
