@@ -16,6 +16,20 @@ pub struct Proc {
     pub name: String,
 }
 
+/// Ends a starter the test spawned in its own process group, and what it started: SIGKILL
+/// to the group, then to each recorded process (ranks and proxies that left the group for
+/// their own sessions; only while each is the very process recorded), then reaps the child.
+pub fn end_job(child: &mut std::process::Child, recorded: &[Proc]) {
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .status();
+    for p in recorded {
+        p.kill();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 impl Proc {
     /// The process now running as `pid`, if any (zombies included).
     pub fn of(pid: u32) -> Option<Proc> {

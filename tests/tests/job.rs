@@ -400,14 +400,7 @@ impl Drop for Mpi2ddStarter {
         // The starter leads its own process group; hydra's proxy and the
         // ranks put themselves in other sessions: kill those one by one
         // (only while they are the very processes recorded).
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .status();
-        for p in &self.processes {
-            p.kill();
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        procs::end_job(&mut self.child, &self.processes);
     }
 }
 

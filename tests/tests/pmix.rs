@@ -374,14 +374,7 @@ impl Ompi5Job {
 
 impl Drop for Ompi5Job {
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.child.id())])
-            .status();
-        for p in &self.procs {
-            p.kill();
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        procs::end_job(&mut self.child, &self.procs);
         if let Some((conf, name)) = &self.slurm {
             let _ = Command::new("scancel")
                 .env("SLURM_CONF", conf)
