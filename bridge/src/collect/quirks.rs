@@ -62,7 +62,8 @@ fn ompi_pml(target: &mut dyn Target) -> Result<Option<String>, TargetError> {
     match target.read_memory(addr.wrapping_add(offset), &mut buf) {
         Ok(()) => {}
         Err(TargetError::Interrupted) => return Err(TargetError::Interrupted),
-        Err(_) => return Ok(None),
+        // Said: on a PML other than ob1 or cm the queues would look empty.
+        Err(e) => return Err(e),
     }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     let name = &buf[..end];
@@ -77,8 +78,17 @@ fn ompi_transport(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result
     if !is_open_mpi(snap) || snap.error.is_some() {
         return Ok(());
     }
-    let Some(pml) = ompi_pml(target)? else {
-        return Ok(());
+    let pml = match ompi_pml(target) {
+        Ok(Some(pml)) => pml,
+        Ok(None) => return Ok(()),
+        Err(TargetError::Interrupted) => return Err(TargetError::Interrupted),
+        Err(e) => {
+            snap.messages.push(format!(
+                "which PML this Open MPI process runs on could not be read ({e}): on any but ob1 or cm \
+                 its debug library sees no requests, and its queues would look empty though they are not"
+            ));
+            return Ok(());
+        }
     };
     if VISIBLE_PMLS.contains(&pml.as_str()) {
         return Ok(());
