@@ -504,3 +504,38 @@ pub fn thread_functions(snapshot: &Value, tid: u32) -> Vec<String> {
         .filter_map(|f| f["function"].as_str().map(str::to_string))
         .collect()
 }
+
+/// The verdict the `deadlock` example is designed to give on `n` ranks, whatever front end or
+/// launcher read it: `deadlock`, the one cycle 0 -> 1 -> ... -> n-1 -> 0, no blocked or unknown
+/// rank, each rank's AND edge to r+1 on `MPI_COMM_WORLD` with tag 400+r (also in the summary's
+/// words), and every rank's receive unmatched.
+///
+/// # Panics
+/// On any difference, naming `what`.
+pub fn assert_deadlock_ring(v: &Value, n: i64, what: &str) {
+    let a = &v["analysis"];
+    assert_eq!(a["verdict"], "deadlock", "{what}: {a:#}");
+    let ring: Vec<i64> = (0..n).collect();
+    assert_eq!(a["cycles"], serde_json::json!([ring]), "{what}: {a:#}");
+    assert_eq!(a["blocked"], serde_json::json!([]), "{what}: {a:#}");
+    assert_eq!(a["unknown_ranks"], serde_json::json!([]), "{what}: {a:#}");
+    let summary = a["summary"].as_str().unwrap_or_default();
+    for r in 0..n {
+        let step = format!(
+            "rank {r} waits for rank {} on MPI_COMM_WORLD tag {}",
+            (r + 1) % n,
+            400 + r
+        );
+        assert!(summary.contains(&step), "{what}: no '{step}' in: {summary}");
+    }
+    let edges = a["edges"].as_array().cloned().unwrap_or_default();
+    assert_eq!(edges.len() as i64, n, "{what}: {a:#}");
+    for e in &edges {
+        let from = e["from"].as_i64().unwrap_or(-1);
+        assert_eq!(e["to"], (from + 1) % n, "{what}: {e}");
+        assert_eq!(e["kind"], "and", "{what}: {e}");
+        assert_eq!(e["communicator"], "MPI_COMM_WORLD", "{what}: {e}");
+        assert_eq!(e["tag"], 400 + from, "{what}: {e}");
+    }
+    assert_eq!(a["unmatched"].as_array().map_or(0, Vec::len) as i64, n, "{what}: {a:#}");
+}

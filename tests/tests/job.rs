@@ -15,6 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use mpiq_tests::expect::assert_deadlock_ring;
 use mpiq_tests::fixtures::{self, Compiler};
 use mpiq_tests::frontends::cli_command;
 use mpiq_tests::procs::{self, tracer_pid, Proc};
@@ -61,35 +62,6 @@ impl Drop for TempDir {
     }
 }
 
-/// The cycle the deadlock example leaves, as the summary words it.
-fn assert_deadlock_cycle(v: &Value, n: i64, what: &str) {
-    let a = &v["analysis"];
-    assert_eq!(a["verdict"], "deadlock", "{what}: {a:#}");
-    let ring: Vec<i64> = (0..n).collect();
-    assert_eq!(a["cycles"], serde_json::json!([ring]), "{what}: {a:#}");
-    assert_eq!(a["blocked"], serde_json::json!([]), "{what}: {a:#}");
-    assert_eq!(a["unknown_ranks"], serde_json::json!([]), "{what}: {a:#}");
-    let summary = a["summary"].as_str().unwrap();
-    for r in 0..n {
-        let step = format!(
-            "rank {r} waits for rank {} on MPI_COMM_WORLD tag {}",
-            (r + 1) % n,
-            400 + r
-        );
-        assert!(summary.contains(&step), "{what}: no '{step}' in: {summary}");
-    }
-    let edges = a["edges"].as_array().unwrap();
-    assert_eq!(edges.len() as i64, n, "{what}: {a:#}");
-    for e in edges {
-        let from = e["from"].as_i64().unwrap();
-        assert_eq!(e["to"], (from + 1) % n, "{what}: {e}");
-        assert_eq!(e["kind"], "and", "{what}: {e}");
-        assert_eq!(e["communicator"], "MPI_COMM_WORLD", "{what}: {e}");
-        assert_eq!(e["tag"], 400 + from, "{what}: {e}");
-    }
-    assert_eq!(a["unmatched"].as_array().unwrap().len() as i64, n, "{what}: {a:#}");
-}
-
 fn deadlock(mpi: Mpi) {
     gdb::require_ptrace();
     let job = Job::builder(mpi, Example::Deadlock).start();
@@ -102,7 +74,7 @@ fn deadlock(mpi: Mpi) {
     let live = r.json_exact();
     assert_eq!(live["schema"], "mpiq.snapshot/2");
     assert_eq!(live["processes"].as_array().unwrap().len() as i64, n, "{live:#}");
-    assert_deadlock_cycle(&live, n, &format!("{mpi} live"));
+    assert_deadlock_ring(&live, n, &format!("{mpi} live"));
     // Two samples agreed: no "decided on one sample" caveat.
     assert!(
         !live["analysis"]["notes"].to_string().contains("one sample"),
@@ -138,7 +110,7 @@ fn deadlock(mpi: Mpi) {
     assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
     let r = mpiq(&["replay", rec, "--json"]);
     assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
-    assert_deadlock_cycle(&r.json_exact(), n, &format!("{mpi} replay"));
+    assert_deadlock_ring(&r.json_exact(), n, &format!("{mpi} replay"));
 
     // Core files of every rank: the same verdict and cycle.
     let cores = job.gcore_all(&dir.0);
@@ -152,7 +124,7 @@ fn deadlock(mpi: Mpi) {
     let r = mpiq(&argv);
     assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
     let dead = r.json_exact();
-    assert_deadlock_cycle(&dead, n, &format!("{mpi} cores"));
+    assert_deadlock_ring(&dead, n, &format!("{mpi} cores"));
     assert_eq!(dead["analysis"]["verdict"], live["analysis"]["verdict"]);
     assert_eq!(dead["analysis"]["cycles"], live["analysis"]["cycles"]);
     assert_eq!(dead["analysis"]["edges"], live["analysis"]["edges"]);
@@ -427,7 +399,7 @@ fn a_starter_with_only_an_mpi2dd_proctable_is_followed() {
         assert!(p["error"].is_null(), "{p}");
         assert_released(pid);
     }
-    assert_deadlock_cycle(&v, 3, "MPI2DD starter");
+    assert_deadlock_ring(&v, 3, "MPI2DD starter");
     assert_released(starter.pid());
 }
 
@@ -607,6 +579,13 @@ fn openmpi5_on_the_ucx_pml_says_the_queues_are_not_visible() {
     }
     let a = &v["analysis"];
     assert_ne!(a["verdict"], "no_deadlock", "{a:#}");
+    assert!(
+        a["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("from stacks only: the queues are not readable with the transport this job runs on"),
+        "{a:#}"
+    );
     let text = mpiq(&["job", "--starter", &starter, "--samples", "1"]);
     assert!(
         text.stdout.contains("pml ucx") && text.stdout.contains("queues not visible with this transport"),

@@ -17,6 +17,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mpiq_tests::expect::assert_deadlock_ring;
 use mpiq_tests::frontends::{artifact, cli_command};
 use mpiq_tests::procs::tracer_pid;
 use mpiq_tests::run::{run, Run};
@@ -75,11 +76,7 @@ fn wait_all_running(job: &Job, secs: u64, what: &str) {
 /// read on the node it runs on.
 fn assert_cycle_read_on_nodes(v: &Value, job: &Job, what: &str) {
     let n = job.nprocs() as i64;
-    let a = &v["analysis"];
-    assert_eq!(a["verdict"], "deadlock", "{what}: {a:#}");
-    let ring: Vec<i64> = (0..n).collect();
-    assert_eq!(a["cycles"], serde_json::json!([ring]), "{what}: {a:#}");
-    assert_eq!(a["unknown_ranks"], serde_json::json!([]), "{what}: {a:#}");
+    assert_deadlock_ring(v, n, what);
     let procs = v["processes"].as_array().unwrap();
     assert_eq!(procs.len() as i64, n, "{what}: {v:#}");
     for p in procs {

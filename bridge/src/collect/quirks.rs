@@ -122,7 +122,7 @@ fn ompi_transport(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result
 /// request (the `Receive: 0x...` / `Send: 0x...` line) holds anything but
 /// `REQUEST_COMPLETED` (1) is set back to pending, and the process says so.
 pub(super) fn ompi_waited_requests(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result<(), TargetError> {
-    let is_ompi = snap.dll.as_ref().is_some_and(|d| d.version.starts_with("Open MPI"));
+    let is_ompi = is_open_mpi(snap);
     let listed = |op: &Operation| {
         let line = op.extra_text.first()?;
         let hex = line
