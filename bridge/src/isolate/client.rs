@@ -186,7 +186,12 @@ pub fn run(
                         );
                     }
                     ReadLine::Failed(e) => {
-                        outcome = Some(failed(target, IsolateError::LostContact(e)));
+                        // A kept helper killed between dumps can reset the
+                        // connection rather than close it: retried below
+                        // like one that closed it.
+                        if !(reused && !heard && !interrupted) {
+                            outcome = Some(failed(target, IsolateError::LostContact(e)));
+                        }
                         break;
                     }
                     ReadLine::Eof => break,
@@ -201,8 +206,9 @@ pub fn run(
         drop(helper);
         if reused && !heard && !interrupted {
             // A kept helper that died between dumps (killed, or its parent
-            // thread ended) may still have looked alive: once more, with a new
-            // one. A library that crashes right away crashes that one too.
+            // thread ended) may still have looked alive, and its socket ends
+            // with end of file or a reset: once more, with a new one. A
+            // library that crashes right away crashes that one too.
             reuse = false;
             continue;
         }
