@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::launcher::{self, Launcher, SlurmJob};
 use crate::procs::{self, Proc};
-use crate::{build_example, Example, Mpi};
+use crate::{build_example, Example, JobDir, Mpi};
 
 mod capture;
 mod error;
@@ -188,6 +188,8 @@ impl JobBuilder {
             cmd.env("LD_LIBRARY_PATH", path);
         }
         cmd.env("MPIQ_EXAMPLE_LIFETIME", self.lifetime_secs.to_string());
+        let dir = JobDir::new();
+        dir.apply(&mut cmd);
         cmd.envs(self.launcher.env(self.mpi));
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -227,6 +229,7 @@ impl JobBuilder {
                 id: None,
             }),
             in_allocation: matches!(self.launcher, Launcher::MpirunInAllocation { .. }),
+            _dir: dir,
         };
         job.wait_ready(self.ready_timeout)?;
         let slurm = match job.slurm_job_id() {
@@ -282,6 +285,8 @@ pub struct Job {
     slurm: Option<SlurmJob>,
     /// Whether `child` is `salloc` and the starter its child.
     in_allocation: bool,
+    /// The job's TMPDIR and shared-memory files: dropped after [`Drop::drop`] ended the job.
+    _dir: JobDir,
 }
 
 impl Job {

@@ -26,6 +26,8 @@ pub mod example;
 pub mod gdb;
 /// Starting MPI jobs, waiting for readiness, and killing them on drop.
 pub mod job;
+/// A job's private scratch directory (TMPDIR, shared-memory files), removed on drop.
+pub mod jobdir;
 /// How a job starts its ranks: the MPI's own starter, or through Slurm.
 pub mod launcher;
 /// The MPI implementations and their install layout.
@@ -39,6 +41,7 @@ pub mod slurm;
 
 pub use example::{build_example, examples_build_dir, examples_source_dir, Example};
 pub use job::{Job, JobBuilder, JobError, Output, Rank};
+pub use jobdir::JobDir;
 pub use launcher::Launcher;
 pub use mpi::Mpi;
 pub use procs::{assert_all_gone, Proc};

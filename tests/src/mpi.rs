@@ -230,7 +230,8 @@ impl Mpi {
     /// [`Mpi::starter_options`]), e.g. Open MPI 4.1:
     /// `mpirun --allow-run-as-root --oversubscribe --mca btl self,vader -n N exe args`;
     /// MPICH: `mpiexec -n N exe args`. Only the arguments are set: the environment,
-    /// standard streams and process group are the caller's business (see [`crate::Job`]).
+    /// standard streams and process group are the caller's business (see [`crate::Job`]),
+    /// and so is a [`crate::JobDir`] for the files the job leaves.
     ///
     /// # Panics
     /// If the MPI is not installed.
@@ -259,18 +260,6 @@ impl Mpi {
             }
         }
         cmd.args(&options);
-        if self.is_open_mpi5() {
-            // PRRTE's PMIx server listens on a socket named after its pid in
-            // TMPDIR; a killed job leaves it behind, and a later job that
-            // gets the same pid cannot bind ("The PMIx server's listener
-            // thread failed to start"). Each job gets its own directory.
-            static JOBS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-            let n = JOBS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let dir = std::env::temp_dir().join(format!("mpiq-prte-{}-{n}", std::process::id()));
-            if std::fs::create_dir_all(&dir).is_ok() {
-                cmd.env("TMPDIR", &dir);
-            }
-        }
         cmd.arg("-n").arg(nprocs.to_string()).arg(exe).args(args);
         cmd
     }

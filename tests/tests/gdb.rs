@@ -20,7 +20,7 @@ use mpiq_tests::fixtures::{endless_reader_at, WorkDir};
 use mpiq_tests::frontends::{gdb_command_on, libmpiq, mpiq_py, workspace_root};
 use mpiq_tests::job::SCRUBBED_ENV_PREFIXES;
 use mpiq_tests::run::{run_within, spawn, Run};
-use mpiq_tests::{gdb, Example, Job, Mpi};
+use mpiq_tests::{gdb, Example, Job, JobDir, Mpi};
 
 /// How long one gdb run may take.
 const GDB_TIMEOUT: Duration = Duration::from_secs(120);
@@ -296,6 +296,8 @@ fn started_under_gdb(mpi: Mpi) {
         }
     }
     cmd.env("MPIQ_LIB", libmpiq()).env("MPIQ_EXAMPLE_LIFETIME", "120");
+    let job_dir = JobDir::new();
+    job_dir.apply(&mut cmd);
     let g = checked(run_within(cmd, GDB_TIMEOUT));
     let mut dumps = String::new();
     for entry in std::fs::read_dir(dir.root()).expect("the dump directory").flatten() {

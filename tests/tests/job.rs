@@ -10,13 +10,12 @@
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use mpiq_tests::expect::assert_deadlock_ring;
-use mpiq_tests::fixtures::{self, Compiler};
+use mpiq_tests::fixtures::{self, Compiler, WorkDir};
 use mpiq_tests::frontends::cli_command;
 use mpiq_tests::procs::{self, tracer_pid, Proc};
 use mpiq_tests::run::{run, Run};
@@ -42,24 +41,6 @@ fn mpiq(args: &[&str]) -> Run {
 fn assert_released(pid: u32) {
     assert!(Job::is_running(pid), "rank {pid} is not running after mpiq");
     assert_eq!(tracer_pid(pid), Some(0), "rank {pid} is still traced");
-}
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(what: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("mpiq-job-{what}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn deadlock(mpi: Mpi) {
@@ -103,8 +84,8 @@ fn deadlock(mpi: Mpi) {
     assert!(r.stdout.contains("rank 0 waits for rank 1 on MPI_COMM_WORLD tag 400"));
 
     // A recording of the job replays to the same verdict, with no process.
-    let dir = TempDir::new(&format!("cores-{}", mpi.name()));
-    let rec = dir.0.join("job.rec");
+    let dir = WorkDir::new(&format!("job-cores-{}", mpi.name()));
+    let rec = dir.path("job.rec");
     let rec = rec.to_str().unwrap();
     let r = mpiq(&["job", "--starter", &starter, "--samples", "1", "--record", rec]);
     assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
@@ -113,7 +94,7 @@ fn deadlock(mpi: Mpi) {
     assert_deadlock_ring(&r.json_exact(), n, &format!("{mpi} replay"));
 
     // Core files of every rank: the same verdict and cycle.
-    let cores = job.gcore_all(&dir.0);
+    let cores = job.gcore_all(dir.root());
     for rank in job.ranks() {
         assert_released(rank.pid);
     }
@@ -244,8 +225,8 @@ fn formats_dot_csv_and_svg() {
         r.all()
     );
 
-    let dir = TempDir::new("svg");
-    let svg = dir.0.join("waits.svg");
+    let dir = WorkDir::new("job-svg");
+    let svg = dir.path("waits.svg");
     let r = mpiq(&[
         "job",
         "--starter",
@@ -263,9 +244,9 @@ fn formats_dot_csv_and_svg() {
 
     // Without graphviz: a clear error naming the package, before any rank
     // is stopped.
-    let empty = dir.0.join("empty-path");
+    let empty = dir.path("empty-path");
     std::fs::create_dir_all(&empty).unwrap();
-    let other = dir.0.join("other.svg");
+    let other = dir.path("other.svg");
     let r = mpiq_env(
         &["job", "--starter", &starter, "--svg", other.to_str().unwrap()],
         &[("PATH", empty.to_str().unwrap())],

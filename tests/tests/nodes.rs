@@ -426,6 +426,8 @@ fn mpiq_run_under_srun() {
         cmd.envs(launcher.env(mpi))
             .env("LD_LIBRARY_PATH", mpi.library_dir())
             .env("MPIQ_EXAMPLE_LIFETIME", "120");
+        let job_dir = mpiq_tests::JobDir::new();
+        job_dir.apply(&mut cmd);
         run(cmd)
     };
     let gone = |name: &str| {

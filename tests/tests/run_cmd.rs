@@ -23,7 +23,7 @@ use mpiq_tests::frontends::cli_command;
 use mpiq_tests::job::SCRUBBED_ENV_PREFIXES;
 use mpiq_tests::procs::{self, Proc};
 use mpiq_tests::run::{spawn, Run, Running};
-use mpiq_tests::{assert_all_gone, build_example, gdb, Example, Mpi};
+use mpiq_tests::{assert_all_gone, build_example, gdb, Example, JobDir, Mpi};
 use serde_json::Value;
 
 /// `mpiq run`'s exit status for a job it ended.
@@ -44,16 +44,17 @@ fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
 
 /// `mpiq run ARGS -- <mpi's starter> -n N <example> EXAMPLE_ARGS`, with
 /// the environment the harness gives its jobs (no inherited MPI variables,
-/// the MPI's libraries first, a 120 s safety-net lifetime), through `wrap`
+/// the MPI's libraries first, a 120 s safety-net lifetime, its own
+/// [`JobDir`], returned to be kept until the job is over), through `wrap`
 /// (e.g. `sh -c`) when given.
-fn mpiq_run(args: &[&str], mpi: Mpi, job: (Example, usize, &[&str]), wrap: bool) -> Command {
+fn mpiq_run(args: &[&str], mpi: Mpi, job: (Example, usize, &[&str]), wrap: bool) -> (Command, JobDir) {
     let (example, nprocs, example_args) = job;
     let exe = build_example(mpi, example);
     job_command(args, mpi, mpi.starter_command(nprocs, &exe, example_args), wrap)
 }
 
 /// [`mpiq_run`] for any starter command.
-fn job_command(args: &[&str], mpi: Mpi, starter: Command, wrap: bool) -> Command {
+fn job_command(args: &[&str], mpi: Mpi, starter: Command, wrap: bool) -> (Command, JobDir) {
     let mut words: Vec<OsString> = vec![starter.get_program().to_owned()];
     words.extend(starter.get_args().map(ToOwned::to_owned));
     if wrap {
@@ -78,7 +79,9 @@ fn job_command(args: &[&str], mpi: Mpi, starter: Command, wrap: bool) -> Command
     }
     cmd.env("LD_LIBRARY_PATH", mpi.library_dir())
         .env("MPIQ_EXAMPLE_LIFETIME", "120");
-    cmd
+    let dir = JobDir::new();
+    dir.apply(&mut cmd);
+    (cmd, dir)
 }
 
 /// Waits until the job printed `n` READY lines (passed through on mpiq
@@ -157,7 +160,8 @@ fn hung_job(mpi: Mpi) {
     let dir = WorkDir::new(&format!("run-hung-{}", mpi.name()));
     let report = dir.path("report");
     let args = ["--timeout", "5s", "--report", report.to_str().unwrap()];
-    let running = spawn(mpiq_run(&args, mpi, (Example::Deadlock, 3, &[]), false));
+    let (cmd, _job_dir) = mpiq_run(&args, mpi, (Example::Deadlock, 3, &[]), false);
+    let running = spawn(cmd);
     let started = ready(&running, 3);
     assert!(started.len() >= 4, "{started:?}");
     let r = running.wait_within(Duration::from_secs(120));
@@ -188,7 +192,8 @@ fn finished_job(mpi: Mpi) {
     let dir = WorkDir::new(&format!("run-finished-{}", mpi.name()));
     let report = dir.path("report");
     let args = ["--timeout", "60s", "--report", report.to_str().unwrap()];
-    let running = spawn(mpiq_run(&args, mpi, (Example::Slow, 4, &[]), false));
+    let (cmd, _job_dir) = mpiq_run(&args, mpi, (Example::Slow, 4, &[]), false);
+    let running = spawn(cmd);
     let started = ready(&running, 4);
     let r = running.wait_within(Duration::from_secs(120));
     assert_eq!(r.code(), Some(0), "{r}");
@@ -201,10 +206,8 @@ fn finished_job(mpi: Mpi) {
 
     // A failing job's status, through the starter and mpiq run.
     let failing = mpi.starter_command(2, Path::new("/bin/sh"), &["-c", "echo failing; exit 3"]);
-    let r = mpiq_tests::run::run_within(
-        job_command(&["--timeout", "60s"], mpi, failing, false),
-        Duration::from_secs(120),
-    );
+    let (cmd, _job_dir) = job_command(&["--timeout", "60s"], mpi, failing, false);
+    let r = mpiq_tests::run::run_within(cmd, Duration::from_secs(120));
     assert_eq!(r.code(), Some(3), "{r}");
     assert_eq!(r.stdout.matches("failing").count(), 2, "{r}");
 }
@@ -235,7 +238,7 @@ fn detect_deadlock(mpi: Mpi, wrap: bool, no_dot: bool) {
         "--report",
         report.to_str().unwrap(),
     ];
-    let mut cmd = mpiq_run(&args, mpi, (Example::Deadlock, 3, &[]), wrap);
+    let (mut cmd, _job_dir) = mpiq_run(&args, mpi, (Example::Deadlock, 3, &[]), wrap);
     if no_dot {
         // The starter is named by its path; nothing else is looked up.
         cmd.env("PATH", dir.path("empty"));
@@ -279,7 +282,8 @@ fn detect_healthy(mpi: Mpi) {
     let _cpu = alone();
     // About 100 x 50 ms of exchanges, checked every second.
     let args = ["--timeout", "120s", "--detect", "--detect-every", "1s", "-v"];
-    let running = spawn(mpiq_run(&args, mpi, (Example::Healthy, 4, &["100"]), false));
+    let (cmd, _job_dir) = mpiq_run(&args, mpi, (Example::Healthy, 4, &["100"]), false);
+    let running = spawn(cmd);
     let started = ready(&running, 4);
     let r = running.wait_within(Duration::from_secs(120));
     assert_eq!(r.code(), Some(0), "{r}");
@@ -336,16 +340,17 @@ fn no_starter_is_reported_and_a_job_ignoring_sigterm_is_killed() {
 
 /// A healthy job (forever) under mpiq run (through `sh -c` when `wrap`),
 /// ready, with its processes.
-fn healthy_forever(mpi: Mpi, wrap: bool) -> (Running, Vec<Proc>) {
-    let running = spawn(mpiq_run(&["--timeout", "120s"], mpi, (Example::Healthy, 3, &[]), wrap));
+fn healthy_forever(mpi: Mpi, wrap: bool) -> (Running, Vec<Proc>, JobDir) {
+    let (cmd, dir) = mpiq_run(&["--timeout", "120s"], mpi, (Example::Healthy, 3, &[]), wrap);
+    let running = spawn(cmd);
     let started = ready(&running, 3);
-    (running, started)
+    (running, started, dir)
 }
 
 #[test]
 fn a_signal_to_mpiq_run_is_passed_on_and_the_job_ended() {
     let _cpu = shared();
-    let (running, started) = healthy_forever(Mpi::OpenMpi, false);
+    let (running, started, _job_dir) = healthy_forever(Mpi::OpenMpi, false);
     running.signal("TERM");
     let r = running.wait_within(Duration::from_secs(60));
     assert_eq!(r.code(), Some(128 + 15), "{r}");
@@ -359,7 +364,7 @@ fn a_killed_mpiq_run_leaves_no_job_behind() {
     // Through `sh -c`: the kernel's SIGTERM on mpiq's death reaches only
     // the shell, which dies of it and leaves mpiexec running; the watchdog
     // ends the rest.
-    let (running, started) = healthy_forever(Mpi::Mpich, true);
+    let (running, started, _job_dir) = healthy_forever(Mpi::Mpich, true);
     let watchdog: Vec<&Proc> = started.iter().filter(|p| p.name == "mpiq").collect();
     assert_eq!(watchdog.len(), 1, "{started:?}");
     assert!(started.iter().any(|p| p.name.starts_with("mpiexec")), "{started:?}");
