@@ -62,6 +62,11 @@ pub struct Expected {
     /// Communicators whose group the library gets wrong: their world ranks must be
     /// rejected (`world_ranks` null, `world_ranks_rejected` saying why), never shown.
     pub rejected_groups: Vec<&'static str>,
+    /// The library reads receives wrongly (MPICH 4.0.2's ch4): every receive and
+    /// unexpected-message queue must be "not trustworthy" (not available, never empty), the
+    /// process's `queues_missing.reason` `library_untrusted` with its `error` saying so, and
+    /// only the sends are compared.
+    pub untrusted_receives: bool,
 }
 
 /// Open MPI gives lengths in bytes, MPICH in elements (of 4-byte ints here).
@@ -117,6 +122,7 @@ pub fn expected(example: Example, mpi: Mpi, r: i64, n: i64, args: &[&str]) -> Ex
         comms: vec![world_comm],
         ops: Vec::new(),
         rejected_groups: Vec::new(),
+        untrusted_receives: false,
     };
     match example {
         Example::Ring => {
@@ -337,6 +343,17 @@ pub fn expected(example: Example, mpi: Mpi, r: i64, n: i64, args: &[&str]) -> Ex
         #[allow(unreachable_patterns)]
         _ => {}
     }
+    if mpi.is_ch4() {
+        // MPICH 4.0.2's ch4 library reads a receive's source, tag and context id from fields
+        // MPIDIG_req_t has not got (docs/mpi-support.md): its receives are never shown.
+        // Its sends' buffer and count come from a part of the request only the active-message
+        // path fills: not shown (checked by check_process).
+        e.ops.retain(|o| o.queue == "sends");
+        for o in &mut e.ops {
+            o.length = None;
+        }
+        e.untrusted_receives = true;
+    }
     e
 }
 
@@ -349,7 +366,15 @@ fn as_i64(v: &Value) -> Option<i64> {
 /// available. Returns every difference found.
 pub fn check_process(p: &Value, exp: &Expected, mpi: Mpi) -> Result<(), String> {
     let mut errs = Vec::new();
-    if !p["error"].is_null() {
+    if exp.untrusted_receives {
+        let error = p["error"].as_str().unwrap_or_default();
+        if p["queues_missing"]["reason"] != "library_untrusted" || !error.contains("cannot be trusted") {
+            errs.push(format!(
+                "the library's receives must be marked untrustworthy: queues_missing {}, error {}",
+                p["queues_missing"], p["error"]
+            ));
+        }
+    } else if !p["error"].is_null() {
         return Err(format!("process has an error: {}", p["error"]));
     }
     let comms = p["communicators"].as_array().cloned().unwrap_or_default();
@@ -399,7 +424,17 @@ pub fn check_process(p: &Value, exp: &Expected, mpi: Mpi) -> Result<(), String> 
         for q in ["sends", "receives", "unexpected"] {
             let queue = &c["queues"][q];
             let available = queue["available"].as_bool() == Some(true);
-            if q == "unexpected" && mpi.is_open_mpi() {
+            if exp.untrusted_receives && q != "sends" {
+                let reason = queue["reason"].as_str().unwrap_or_default();
+                if available
+                    || !reason.contains("not trustworthy")
+                    || queue["operations"].as_array().is_some_and(|o| !o.is_empty())
+                {
+                    errs.push(format!(
+                        "'{name}' {q} queue must be 'not trustworthy' and empty: {queue}"
+                    ));
+                }
+            } else if q == "unexpected" && mpi.is_open_mpi() {
                 let reason = queue["reason"].as_str().unwrap_or_default();
                 if available || !reason.contains("not available") {
                     errs.push(format!(
@@ -410,6 +445,11 @@ pub fn check_process(p: &Value, exp: &Expected, mpi: Mpi) -> Result<(), String> 
                 errs.push(format!("'{name}' {q} queue is not available: {queue}"));
             }
             for op in queue["operations"].as_array().into_iter().flatten() {
+                if exp.untrusted_receives && (!op["length"].is_null() || op["buffer"] != "unknown") {
+                    errs.push(format!(
+                        "'{name}' {q}: the library's buffer and length must not be shown: {op}"
+                    ));
+                }
                 actual.push((name.clone(), q, op.clone()));
             }
         }

@@ -40,7 +40,7 @@ fn starts_and_cleans_up(mpi: Mpi, example: Example) {
     }
     // Open MPI 5's mpirun execs PRRTE's prterun.
     let starter_name = match mpi {
-        Mpi::Mpich => "mpiexec",
+        Mpi::Mpich | Mpi::MpichCh4 => "mpiexec",
         Mpi::OpenMpi5 => "prterun",
         _ => "mpirun",
     };
@@ -51,7 +51,7 @@ fn starts_and_cleans_up(mpi: Mpi, example: Example) {
         "the starter is recorded as {starter_name}: {:?}",
         job.processes()
     );
-    if mpi == Mpi::Mpich {
+    if matches!(mpi, Mpi::Mpich | Mpi::MpichCh4) {
         assert!(
             job.processes().iter().any(|p| p.name == "hydra_pmi_proxy"),
             "hydra's proxy is recorded: {:?}",
@@ -109,12 +109,27 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     openmpi5_waitany: OpenMpi5, Waitany;
     openmpi5_healthy: OpenMpi5, Healthy;
     openmpi5_threads: OpenMpi5, Threads;
+    mpich_ch4_ring: MpichCh4, Ring;
+    mpich_ch4_named_comms: MpichCh4, NamedComms;
+    mpich_ch4_unexpected: MpichCh4, Unexpected;
+    mpich_ch4_deadlock: MpichCh4, Deadlock;
+    mpich_ch4_slow: MpichCh4, Slow;
+    mpich_ch4_many_ops: MpichCh4, ManyOps;
+    mpich_ch4_sessions: MpichCh4, Sessions;
+    mpich_ch4_barrier_vs_recv: MpichCh4, BarrierVsRecv;
+    mpich_ch4_deep_stack: MpichCh4, DeepStack;
+    mpich_ch4_split_mismatch: MpichCh4, SplitMismatch;
+    mpich_ch4_ssend_ring: MpichCh4, SsendRing;
+    mpich_ch4_any_source_computing: MpichCh4, AnySourceComputing;
+    mpich_ch4_waitany: MpichCh4, Waitany;
+    mpich_ch4_healthy: MpichCh4, Healthy;
+    mpich_ch4_threads: MpichCh4, Threads;
 }
 
 #[test]
 fn every_example_has_a_start_test() {
     // The macro above must list every (MPI, example) pair.
-    assert_eq!(Example::ALL.len() * Mpi::all().len(), 45);
+    assert_eq!(Example::ALL.len() * Mpi::all().len(), 60);
 }
 
 /// The second variants of the two-variant examples (`waitany all`, `threads join`) start too,

@@ -119,6 +119,12 @@ mpiq_tests::per_example! { all_ranks;
     openmpi5_deadlock: OpenMpi5, Deadlock;
     openmpi5_many_ops: OpenMpi5, ManyOps;
     openmpi5_sessions: OpenMpi5, Sessions;
+    mpich_ch4_ring: MpichCh4, Ring;
+    mpich_ch4_named_comms: MpichCh4, NamedComms;
+    mpich_ch4_unexpected: MpichCh4, Unexpected;
+    mpich_ch4_deadlock: MpichCh4, Deadlock;
+    mpich_ch4_many_ops: MpichCh4, ManyOps;
+    mpich_ch4_sessions: MpichCh4, Sessions;
 }
 
 /// `gcore` a rank with gdb, then `lldb -c CORE EXE` and `mpi queues --json`.

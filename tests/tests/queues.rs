@@ -69,6 +69,12 @@ mpiq_tests::per_example! { |mpi, example| check_example(mpi, example, FrontEnd::
     gdb_deadlock_openmpi5: OpenMpi5, Deadlock;
     gdb_many_ops_openmpi5: OpenMpi5, ManyOps;
     gdb_sessions_openmpi5: OpenMpi5, Sessions;
+    gdb_ring_mpich_ch4: MpichCh4, Ring;
+    gdb_named_comms_mpich_ch4: MpichCh4, NamedComms;
+    gdb_unexpected_mpich_ch4: MpichCh4, Unexpected;
+    gdb_deadlock_mpich_ch4: MpichCh4, Deadlock;
+    gdb_many_ops_mpich_ch4: MpichCh4, ManyOps;
+    gdb_sessions_mpich_ch4: MpichCh4, Sessions;
 }
 
 /// gdb, lldb and the CLI attached in turn to the same stopped rank give the
@@ -119,4 +125,10 @@ mpiq_tests::per_example! { differential;
     same_snapshot_deadlock_openmpi5: OpenMpi5, Deadlock;
     same_snapshot_many_ops_openmpi5: OpenMpi5, ManyOps;
     same_snapshot_sessions_openmpi5: OpenMpi5, Sessions;
+    same_snapshot_ring_mpich_ch4: MpichCh4, Ring;
+    same_snapshot_named_comms_mpich_ch4: MpichCh4, NamedComms;
+    same_snapshot_unexpected_mpich_ch4: MpichCh4, Unexpected;
+    same_snapshot_deadlock_mpich_ch4: MpichCh4, Deadlock;
+    same_snapshot_many_ops_mpich_ch4: MpichCh4, ManyOps;
+    same_snapshot_sessions_mpich_ch4: MpichCh4, Sessions;
 }

@@ -1,12 +1,12 @@
 //! Record and replay (`--record FILE`, `mpiq replay FILE`).
 //!
 //! - The committed recordings in `tests/recordings/` (every rank of `ring`,
-//!   `named_comms` and `many_ops` K = 10, under the three test-bed MPIs) replay, with the
+//!   `named_comms` and `many_ops` K = 10, under the four test-bed MPIs) replay, with the
 //!   test bed's debug library, to their committed snapshots: the libraries'
 //!   logic is checked on real dumps without starting MPI. Regenerate both
 //!   (from new live jobs) with `MPIQ_UPDATE_GOLDEN=1` (or `=<mpi name>` for one MPI's),
 //!   never by hand.
-//! - For every example under the three MPIs, the live snapshot of every rank
+//! - For every example under the four MPIs, the live snapshot of every rank
 //!   (`mpiq job --record`) equals the replay of its recording exactly, and so
 //!   do gdb's and lldb's (`info mpi-queues --record`, `mpi queues --record`).
 //! - A recording that lacks an answer makes the replay fail naming it.
@@ -24,7 +24,7 @@ use serde_json::Value;
 const UPDATE: &str = "MPIQ_UPDATE_GOLDEN";
 
 /// The committed recordings: (MPI, example, its arguments).
-const COMMITTED: [(Mpi, Example, &[&str]); 9] = [
+const COMMITTED: [(Mpi, Example, &[&str]); 12] = [
     (Mpi::OpenMpi, Example::Ring, &[]),
     (Mpi::OpenMpi, Example::NamedComms, &[]),
     (Mpi::OpenMpi, Example::ManyOps, &["10"]),
@@ -34,6 +34,9 @@ const COMMITTED: [(Mpi, Example, &[&str]); 9] = [
     (Mpi::OpenMpi5, Example::Ring, &[]),
     (Mpi::OpenMpi5, Example::NamedComms, &[]),
     (Mpi::OpenMpi5, Example::ManyOps, &["10"]),
+    (Mpi::MpichCh4, Example::Ring, &[]),
+    (Mpi::MpichCh4, Example::NamedComms, &[]),
+    (Mpi::MpichCh4, Example::ManyOps, &["10"]),
 ];
 
 fn recordings_dir() -> PathBuf {
@@ -365,6 +368,12 @@ mpiq_tests::per_example! { live_equals_replay;
     live_equals_replay_deadlock_openmpi5: OpenMpi5, Deadlock;
     live_equals_replay_many_ops_openmpi5: OpenMpi5, ManyOps;
     live_equals_replay_sessions_openmpi5: OpenMpi5, Sessions;
+    live_equals_replay_ring_mpich_ch4: MpichCh4, Ring;
+    live_equals_replay_named_comms_mpich_ch4: MpichCh4, NamedComms;
+    live_equals_replay_unexpected_mpich_ch4: MpichCh4, Unexpected;
+    live_equals_replay_deadlock_mpich_ch4: MpichCh4, Deadlock;
+    live_equals_replay_many_ops_mpich_ch4: MpichCh4, ManyOps;
+    live_equals_replay_sessions_mpich_ch4: MpichCh4, Sessions;
 }
 
 /// gdb's and lldb's `--record` write the same kind of file: their snapshot

@@ -413,6 +413,21 @@ fn invisible(scene: &Scene<'_>, r: i64, call: &Call) -> Vec<Wait> {
     if !(scene.confirmed)(r) {
         return Vec::new();
     }
+    let unreadable = scene
+        .job
+        .procs
+        .get(&r)
+        .is_some_and(|&pi| scene.snap.processes[pi].queues_missing.is_some());
+    if unreadable {
+        // Its queues are not read at all: nothing to guess from their silence.
+        return unknown_partners(
+            scene,
+            r,
+            call,
+            "on a request its queues would show",
+            "on a request its unreadable queues would show",
+        );
+    }
     unknown_partners(
         scene,
         r,

@@ -161,6 +161,7 @@ fn unreadable(p: &ProcessSnapshot) -> Option<String> {
                 MissingReason::NoDebugLibrary => "their MPI's message queue debug library is not on this machine",
                 MissingReason::NoDebugInfo => "their MPI library has no debug information",
                 MissingReason::TransportHidden => "their queues are not visible with the transport the job runs on",
+                MissingReason::LibraryUntrusted => "their MPI's debug library reads their receives wrongly",
             }
             .to_string(),
         );

@@ -489,18 +489,27 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
     let mut summary = summary;
     if !st.stacks_only.is_empty() {
         let only: Vec<i64> = st.stacks_only.iter().copied().collect();
-        // Every such rank's MPI works but runs on a transport its debug
-        // library cannot see (Open MPI's pml ucx), or the build gives none.
-        let transport = st.stacks_only.iter().all(|r| {
-            job.procs.get(r).is_some_and(|&pi| {
-                st.snap.processes[pi]
-                    .queues_missing
-                    .as_ref()
-                    .is_some_and(|m| m.reason == MissingReason::TransportHidden)
+        // Why, when it is the same for every such rank: its MPI works but
+        // runs on a transport its debug library cannot see (Open MPI's pml
+        // ucx), its debug library reads the queues wrongly (MPICH 4.0's
+        // ch4), or the build gives none.
+        let all = |reason: MissingReason| {
+            st.stacks_only.iter().all(|r| {
+                job.procs.get(r).is_some_and(|&pi| {
+                    st.snap.processes[pi]
+                        .queues_missing
+                        .as_ref()
+                        .is_some_and(|m| m.reason == reason)
+                })
             })
-        });
-        let (this, their) = if transport {
+        };
+        let (this, their) = if all(MissingReason::TransportHidden) {
             ("the transport this job runs on", "the transport they run on")
+        } else if all(MissingReason::LibraryUntrusted) {
+            (
+                "this MPI's debug library, which reads them wrongly",
+                "their MPI's debug library, which reads them wrongly",
+            )
         } else {
             ("this MPI build", "their MPI build")
         };

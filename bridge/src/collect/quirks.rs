@@ -5,7 +5,11 @@
 //! - Open MPI's library lists a request a thread waits on as complete
 //!   ([`ompi_waited_requests`]);
 //! - Open MPI's library sees only the `ob1` and `cm` PMLs' requests: on any
-//!   other (`ucx`) every queue looks empty ([`ompi_transport`]).
+//!   other (`ucx`) every queue looks empty ([`ompi_transport`]);
+//! - MPICH 4.0's library for the ch4 device reads a receive's source, tag
+//!   and communicator from fields its request type has not got: what it
+//!   lists as posted receives and unexpected messages, and what it leaves
+//!   out, cannot be believed ([`mpich_ch4_receives`]).
 
 use crate::snapshot::model::*;
 use crate::target::{Target, TargetError};
@@ -15,7 +19,8 @@ use crate::target::{Target, TargetError};
 /// as it is.
 pub(super) fn apply(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result<(), TargetError> {
     ompi_waited_requests(target, snap)?;
-    ompi_transport(target, snap)
+    ompi_transport(target, snap)?;
+    mpich_ch4_receives(target, snap)
 }
 
 fn is_open_mpi(snap: &ProcessSnapshot) -> bool {
@@ -110,6 +115,140 @@ fn ompi_transport(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result
     }
     let mut m = QueuesMissing::new(MissingReason::TransportHidden);
     m.transport = Some(format!("pml {pml}"));
+    m.mpi = snap.dll.as_ref().and_then(|d| mpi_of_dll(&d.version));
+    snap.queues_missing = Some(m);
+    Ok(())
+}
+
+/// The MPI and version a debug library's version string names: Open MPI's
+/// `Open MPI message queue support for parallel debuggers 5.0.7 v5.0.7`
+/// gives `Open MPI 5.0.7`, MPICH's `MPICH message queue support for MPICH
+/// 4.0.2 compiled on ...` gives `MPICH 4.0.2`.
+fn mpi_of_dll(version: &str) -> Option<String> {
+    let words: Vec<&str> = version.split_whitespace().collect();
+    let numbered = |w: &&&str| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.');
+    let v = words.iter().find(numbered)?.trim_end_matches(',');
+    if version.starts_with("Open MPI") {
+        Some(format!("Open MPI {v}"))
+    } else if version.starts_with("MPICH") {
+        Some(format!("MPICH {v}"))
+    } else {
+        None
+    }
+}
+
+fn is_mpich(snap: &ProcessSnapshot) -> bool {
+    snap.dll.as_ref().is_some_and(|d| d.version.starts_with("MPICH"))
+}
+
+/// The fields of ch4's active-message request (`MPIDIG_req_t`, inside
+/// `MPIR_Request.dev.ch4.am`) that MPICH 4.0's debug library
+/// (`dll_mpich.c`, `HAVE_CH4_DEBUGGER_SUPPORT`) takes a receive's source,
+/// tag and context id from. 4.0's type keeps them in `u.recv.{source, tag,
+/// context_id}`: the library's lookups fail, it adds the failure (-1) to
+/// the offset of `am` and reads bytes beside the fields it wants. Its
+/// filter on the communicator's context id then drops receives that are
+/// there (MPICH issues 6131, 6141) and could keep one with a wrong source
+/// and tag.
+const CH4_RECEIVE_FIELDS: [&str; 3] = ["rank", "tag", "context_id"];
+
+/// An operation's `buffer` when the library's is known to be wrong.
+pub(crate) const UNKNOWN_BUFFER: &str = "unknown";
+
+/// An MPICH process on the ch4 device whose debug library reads receives
+/// from fields its request type has not got: every receive queue and
+/// unexpected-message queue is marked untrustworthy (not available, with
+/// why; never empty, never a wrong source or tag), the process's queues
+/// are missing for the analysis, which goes by the stacks. The send queue
+/// is kept: the library reads a send's destination, tag and communicator
+/// from the record `MPI_Isend` and its kind keep at the API level
+/// (`MPIR_Sendq`), which is the same on every device.
+///
+/// On a ch4 library whose lookups succeed (MPICH's fix), the receives
+/// are still only those of the active-message path (shared memory, or
+/// `MPIR_CVAR_CH4_OFI_ENABLE_TAGGED=0`): a netmod's own tag matching
+/// keeps its receives where no debug library looks, so they are marked
+/// incomplete.
+pub(super) fn mpich_ch4_receives(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result<(), TargetError> {
+    if !is_mpich(snap) || snap.error.is_some() {
+        return Ok(());
+    }
+    let am = match target.find_type("MPIDIG_req_t") {
+        Ok(Some(t)) => t,
+        // Not ch4 (ch3 has no such type).
+        Ok(None) => return Ok(()),
+        Err(TargetError::Interrupted) => return Err(TargetError::Interrupted),
+        Err(e) => {
+            snap.messages.push(format!(
+                "whether this MPICH runs the ch4 device could not be read ({e}): ch4's debug library in MPICH \
+                 4.0 lists receives wrongly"
+            ));
+            return Ok(());
+        }
+    };
+    let mut absent = Vec::new();
+    for f in CH4_RECEIVE_FIELDS {
+        match target.field_offset(am, f) {
+            Ok(Some(_)) => {}
+            Ok(None) => absent.push(f),
+            Err(TargetError::Interrupted) => return Err(TargetError::Interrupted),
+            Err(e) => {
+                snap.messages.push(format!(
+                    "the layout of MPICH's ch4 receive requests could not be checked ({e}): its debug library's \
+                     receives are shown as it gives them"
+                ));
+                return Ok(());
+            }
+        }
+    }
+    if absent.is_empty() {
+        let why = "ch4 device: only receives on its active-message path (shared memory, or a netmod with \
+                   MPIR_CVAR_CH4_OFI_ENABLE_TAGGED=0) are listed; those the netmod matches itself are not";
+        for c in &mut snap.communicators {
+            for kind in [QueueKind::Receives, QueueKind::Unexpected] {
+                let q = c.queues.get_mut(kind);
+                if q.available {
+                    q.incomplete = true;
+                    q.reason.get_or_insert_with(|| why.to_string());
+                }
+            }
+        }
+        return Ok(());
+    }
+    let why = format!(
+        "not trustworthy: MPICH's ch4 debug library reads a receive's source, tag and communicator from \
+         fields MPIDIG_req_t has not got ({}; MPICH issues 6131, 6141): receives it lists may be wrong and \
+         receives it leaves out may be pending",
+        absent.join(", ")
+    );
+    let mut sends = 0usize;
+    for c in &mut snap.communicators {
+        for kind in [QueueKind::Receives, QueueKind::Unexpected] {
+            *c.queues.get_mut(kind) = Queue::unavailable(why.clone());
+        }
+        // A send's buffer and count come from the active-message part of
+        // its request, which a send on any other path leaves as it was
+        // (a ring's eager sends on shared memory read as buffer 0x0,
+        // length 0): not shown.
+        for op in &mut c.queues.sends.operations {
+            op.buffer = UNKNOWN_BUFFER.into();
+            op.length = None;
+            if let Some(a) = op.actual.as_mut() {
+                a.length = None;
+            }
+            sends += 1;
+        }
+    }
+    if sends > 0 {
+        snap.messages.push(format!(
+            "the buffer and length of {sends} send{} are not shown: MPICH's ch4 debug library reads them from \
+             the active-message part of the request, which is empty unless the send took that path",
+            if sends == 1 { "" } else { "s" }
+        ));
+    }
+    let mut m = QueuesMissing::new(MissingReason::LibraryUntrusted);
+    m.transport = Some("ch4".into());
+    m.mpi = snap.dll.as_ref().and_then(|d| mpi_of_dll(&d.version));
     snap.queues_missing = Some(m);
     Ok(())
 }
@@ -193,4 +332,23 @@ pub(super) fn ompi_waited_requests(target: &mut dyn Target, snap: &mut ProcessSn
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mpi_of_dll;
+
+    #[test]
+    fn the_mpi_is_named_by_its_debug_librarys_version() {
+        assert_eq!(
+            mpi_of_dll("Open MPI message queue support for parallel debuggers 5.0.7 v5.0.7").as_deref(),
+            Some("Open MPI 5.0.7")
+        );
+        assert_eq!(
+            mpi_of_dll("MPICH message queue support for MPICH 4.0.2 compiled on Nov 24 2026").as_deref(),
+            Some("MPICH 4.0.2")
+        );
+        assert_eq!(mpi_of_dll("some other library"), None);
+        assert_eq!(mpi_of_dll("MPICH message queue support"), None);
+    }
 }

@@ -144,6 +144,12 @@ fn render_process(out: &mut String, p: &ProcessSnapshot, opts: &DumpOptions) {
     match &p.error {
         Some(e) => {
             let _ = writeln!(out, "  error: {e}");
+            // A library that works in part (a transport it cannot see, a
+            // queue it reads wrongly): what it does show, each unusable
+            // queue with why.
+            if p.queues_missing.is_some() && !p.communicators.is_empty() {
+                render_queues(out, p, opts);
+            }
         }
         None => render_queues(out, p, opts),
     }

@@ -129,7 +129,8 @@ pub struct QueuesMissing {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_id: Option<String>,
     /// [`MissingReason::TransportHidden`]: the transport the MPI runs its
-    /// messages on (`pml ucx`).
+    /// messages on (`pml ucx`); [`MissingReason::LibraryUntrusted`]: the
+    /// device whose library is wrong (`ch4`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
 }
@@ -166,6 +167,10 @@ pub enum MissingReason {
     /// The debug library works but cannot see the requests of the transport
     /// the job runs on (Open MPI's `ucx` PML: it sees only `ob1`'s and `cm`'s).
     TransportHidden,
+    /// The debug library reads this MPI's queues from the wrong places, so
+    /// what it lists cannot be believed (MPICH 4.0's library for the ch4
+    /// device: a receive's source, tag and communicator).
+    LibraryUntrusted,
 }
 
 impl MissingReason {
@@ -176,6 +181,7 @@ impl MissingReason {
             MissingReason::NoDebugLibrary => "no_debug_library",
             MissingReason::NoDebugInfo => "no_debug_info",
             MissingReason::TransportHidden => "transport_hidden",
+            MissingReason::LibraryUntrusted => "library_untrusted",
         }
     }
 }
