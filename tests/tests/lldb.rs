@@ -155,6 +155,16 @@ fn mpich_core_file() {
     core_file(Mpi::Mpich);
 }
 
+#[test]
+fn openmpi5_core_file() {
+    core_file(Mpi::OpenMpi5);
+}
+
+#[test]
+fn mpich_ch4_core_file() {
+    core_file(Mpi::MpichCh4);
+}
+
 /// The first `0x...` number in `text` after `after`.
 fn hex_after(text: &str, after: &str) -> Option<u64> {
     let rest = &text[text.find(after)? + after.len()..];
