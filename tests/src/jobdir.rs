@@ -46,11 +46,6 @@ impl JobDir {
         panic!("making the job's scratch directory: {}", error.unwrap_or_default());
     }
 
-    /// The directory.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Points `cmd` (a starter, or `mpiq run` over one) at this directory: `TMPDIR` and
     /// Open MPI's shared-memory backing directory. Other MPIs ignore the latter.
     pub fn apply(&self, cmd: &mut Command) {

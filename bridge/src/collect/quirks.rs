@@ -113,11 +113,18 @@ fn ompi_transport(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result
             }
         }
     }
-    let mut m = QueuesMissing::new(MissingReason::TransportHidden);
-    m.transport = Some(format!("pml {pml}"));
+    give_up(snap, MissingReason::TransportHidden, format!("pml {pml}"));
+    Ok(())
+}
+
+/// Marks the process's queues missing for the analysis (which then goes by
+/// its stacks) for a library that works but is blind or wrong, named by its
+/// own version (a replay says the same as the live dump).
+fn give_up(snap: &mut ProcessSnapshot, reason: MissingReason, transport: String) {
+    let mut m = QueuesMissing::new(reason);
+    m.transport = Some(transport);
     m.mpi = snap.dll.as_ref().and_then(|d| mpi_of_dll(&d.version));
     snap.queues_missing = Some(m);
-    Ok(())
 }
 
 /// The MPI and version a debug library's version string names: Open MPI's
@@ -137,6 +144,12 @@ fn mpi_of_dll(version: &str) -> Option<String> {
     }
 }
 
+/// Whether the MPICH debug library of this version string reads
+/// [`CH4_RECEIVE_FIELDS`].
+fn reads_ch4_am_fields(version: &str) -> bool {
+    mpi_of_dll(version).is_some_and(|v| CH4_WRONG_VERSIONS.contains(&v.as_str()))
+}
+
 fn is_mpich(snap: &ProcessSnapshot) -> bool {
     snap.dll.as_ref().is_some_and(|d| d.version.starts_with("MPICH"))
 }
@@ -152,6 +165,10 @@ fn is_mpich(snap: &ProcessSnapshot) -> bool {
 /// and tag.
 const CH4_RECEIVE_FIELDS: [&str; 3] = ["rank", "tag", "context_id"];
 
+/// The MPICH versions whose ch4 debug library reads [`CH4_RECEIVE_FIELDS`]
+/// (pmodels/mpich#6141: "MPICH 4.0.1, MPICH 4.0.2"; 4.0 introduced it).
+const CH4_WRONG_VERSIONS: [&str; 3] = ["MPICH 4.0", "MPICH 4.0.1", "MPICH 4.0.2"];
+
 /// An operation's `buffer` when the library's is known to be wrong.
 pub(crate) const UNKNOWN_BUFFER: &str = "unknown";
 
@@ -164,11 +181,10 @@ pub(crate) const UNKNOWN_BUFFER: &str = "unknown";
 /// from the record `MPI_Isend` and its kind keep at the API level
 /// (`MPIR_Sendq`), which is the same on every device.
 ///
-/// On a ch4 library whose lookups succeed (MPICH's fix), the receives
-/// are still only those of the active-message path (shared memory, or
-/// `MPIR_CVAR_CH4_OFI_ENABLE_TAGGED=0`): a netmod's own tag matching
-/// keeps its receives where no debug library looks, so they are marked
-/// incomplete.
+/// On any other ch4 (a version whose library does not read those fields,
+/// or a type that has them), the receives are still only those of the
+/// active-message path: a netmod's own tag matching keeps its receives
+/// where no debug library looks, so they are marked incomplete.
 pub(super) fn mpich_ch4_receives(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result<(), TargetError> {
     if !is_mpich(snap) || snap.error.is_some() {
         return Ok(());
@@ -201,9 +217,14 @@ pub(super) fn mpich_ch4_receives(target: &mut dyn Target, snap: &mut ProcessSnap
             }
         }
     }
-    if absent.is_empty() {
-        let why = "ch4 device: only receives on its active-message path (shared memory, or a netmod with \
-                   MPIR_CVAR_CH4_OFI_ENABLE_TAGGED=0) are listed; those the netmod matches itself are not";
+    // Only 4.0 to 4.0.2's library takes those fields (fixed in 4.0.3,
+    // which reads the device-level queues): on another version their
+    // absence says nothing of what its library reads.
+    let reads_them = snap.dll.as_ref().is_some_and(|d| reads_ch4_am_fields(&d.version));
+    if absent.is_empty() || !reads_them {
+        let why = "ch4 device: receives its netmod matches itself (OFI's or UCX's own tag matching) are not \
+                   listed, only those on the active-message path (shared memory, or \
+                   MPIR_CVAR_CH4_OFI_ENABLE_TAGGED=0)";
         for c in &mut snap.communicators {
             for kind in [QueueKind::Receives, QueueKind::Unexpected] {
                 let q = c.queues.get_mut(kind);
@@ -246,10 +267,7 @@ pub(super) fn mpich_ch4_receives(target: &mut dyn Target, snap: &mut ProcessSnap
             if sends == 1 { "" } else { "s" }
         ));
     }
-    let mut m = QueuesMissing::new(MissingReason::LibraryUntrusted);
-    m.transport = Some("ch4".into());
-    m.mpi = snap.dll.as_ref().and_then(|d| mpi_of_dll(&d.version));
-    snap.queues_missing = Some(m);
+    give_up(snap, MissingReason::LibraryUntrusted, "ch4".into());
     Ok(())
 }
 
@@ -336,7 +354,21 @@ pub(super) fn ompi_waited_requests(target: &mut dyn Target, snap: &mut ProcessSn
 
 #[cfg(test)]
 mod tests {
-    use super::mpi_of_dll;
+    use super::{mpi_of_dll, reads_ch4_am_fields};
+
+    #[test]
+    fn only_mpich_4_0_to_4_0_2_read_the_ch4_fields_that_are_not_there() {
+        let v = |n: &str| format!("MPICH message queue support for MPICH {n} compiled on Nov 24 2026");
+        for n in ["4.0", "4.0.1", "4.0.2"] {
+            assert!(reads_ch4_am_fields(&v(n)), "{n}");
+        }
+        for n in ["4.0.3", "4.1", "4.1.2", "4.3.2", "3.4.3"] {
+            assert!(!reads_ch4_am_fields(&v(n)), "{n}");
+        }
+        assert!(!reads_ch4_am_fields(
+            "Open MPI message queue support for parallel debuggers 4.0.2"
+        ));
+    }
 
     #[test]
     fn the_mpi_is_named_by_its_debug_librarys_version() {
