@@ -42,9 +42,8 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
         // Also when the queues could not be read: where each thread is
         // matters most then.
         snap.stacks = Some(match target.stacks() {
-            Ok(Some(threads)) => Stacks {
-                where_: Some(crate::stacks::where_words(&threads)),
-                calls: match crate::stacks::args::try_calls(target, &threads, &snap.communicators) {
+            Ok(Some(mut threads)) => {
+                let calls = match crate::stacks::args::try_calls(target, &threads, &snap.communicators) {
                     Ok(mut calls) => {
                         // Never while recording: the digest reads stack
                         // memory that a recording must not hold.
@@ -56,10 +55,30 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
                         calls
                     }
                     Err(_) => return Err(Interrupted),
-                },
-                threads,
-                missing: None,
-            },
+                };
+                let mut calls = calls;
+                if crate::stacks::python::exit_statuses(target, &threads, &mut calls).is_err() {
+                    return Err(Interrupted);
+                }
+                // Python frames go in last: they are outer to every MPI
+                // call, so the calls' frame numbers stay as the host gave
+                // them (`frame_value` was asked by those).
+                match target.python_stacks() {
+                    Ok(Some(py)) => {
+                        let notes = crate::stacks::python::interleave(&mut threads, &py);
+                        snap.messages.extend(notes);
+                    }
+                    Ok(None) => {}
+                    Err(TargetError::Interrupted) => return Err(Interrupted),
+                    Err(e) => snap.messages.push(format!("the Python frames could not be read: {e}")),
+                }
+                Stacks {
+                    where_: Some(crate::stacks::where_words_calls(&threads, &calls)),
+                    calls,
+                    threads,
+                    missing: None,
+                }
+            }
             Ok(None) => Stacks {
                 where_: None,
                 threads: Vec::new(),

@@ -436,6 +436,7 @@ impl CoreProcess {
             world_rank: None,
             attachment: None,
             core_threads: layout.threads,
+            core_file: Some(path.to_path_buf()),
             warnings,
             unwound: None,
         })

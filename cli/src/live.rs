@@ -203,6 +203,7 @@ impl LiveProcess {
             world_rank: None,
             attachment: None,
             core_threads: Vec::new(),
+            core_file: None,
             warnings,
             unwound: None,
         })

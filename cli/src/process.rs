@@ -19,6 +19,8 @@ pub struct Process<M: Memory> {
     pub(crate) attachment: Option<Attachment>,
     /// A core file's threads (`NT_PRSTATUS`).
     pub(crate) core_threads: Vec<ThreadRegs>,
+    /// The core file this process is read from (`None`: live).
+    pub(crate) core_file: Option<std::path::PathBuf>,
     pub(crate) warnings: Vec<String>,
     /// The stacks [`Target::stacks`] gave, with what
     /// [`Target::frame_value`] needs of each frame; cleared on detach.
@@ -167,6 +169,25 @@ impl<M: Memory> Target for Process<M> {
 
     fn world_rank(&mut self) -> Option<i32> {
         self.world_rank
+    }
+
+    /// The Python frames, by py-spy (`mpiq::target::python`): of a live
+    /// process only while this mpiq holds it stopped; of a core file whose
+    /// process mapped a CPython interpreter.
+    fn python_stacks(&mut self) -> Result<Option<mpiq::PythonStacks>, TargetError> {
+        let python = self
+            .image
+            .objects()
+            .iter()
+            .any(|o| mpiq::target::python::is_python_object(&o.name));
+        if !python {
+            return Ok(None);
+        }
+        Ok(match (&self.core_file, &self.attachment, self.pid) {
+            (Some(core), _, _) => Some(mpiq::target::python::read_core(core)),
+            (None, Some(_), Some(pid)) => mpiq::target::python::read_live(pid),
+            _ => None,
+        })
     }
 
     /// Every thread's stack, unwound by the CLI (`cli/src/unwind/`): a

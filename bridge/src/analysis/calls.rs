@@ -54,6 +54,11 @@ pub(crate) struct Call {
     pub comm: Option<usize>,
     /// What its arguments say, when the front end could read them.
     pub args: Option<MpiCall>,
+    /// The call as a Python program wrote it (`comm.bcast`).
+    pub python_call: Option<String>,
+    /// A Python program past its script: how its stack says it came
+    /// there (`Position::InMpi::python_exit`).
+    pub python_exit: Option<String>,
 }
 
 /// The place of every rank with a process in the snapshot.
@@ -100,7 +105,12 @@ fn place(p: &ProcessSnapshot) -> Place {
                 unnamed.get_or_insert(format!("{library}{called}"));
             }
             Position::InMpi {
-                call, class, caller, ..
+                call,
+                class,
+                caller,
+                python_call,
+                python_exit,
+                ..
             } => {
                 if !class.blocks() {
                     computing.get_or_insert(format!("{} (returns at once)", c_name(&call)));
@@ -118,6 +128,8 @@ fn place(p: &ProcessSnapshot) -> Place {
                     caller,
                     comm,
                     args,
+                    python_call,
+                    python_exit,
                 });
             }
         }

@@ -17,6 +17,7 @@ fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
         file: line.map(|_| "app.c".to_string()),
         line,
         inlined: false,
+        python: false,
     }
 }
 

@@ -182,6 +182,9 @@ impl Target for ReadAhead<'_> {
     fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
         self.host.frame_value(thread, frame, name)
     }
+    fn python_stacks(&mut self) -> Result<Option<crate::snapshot::model::PythonStacks>, TargetError> {
+        self.host.python_stacks()
+    }
 }
 
 #[cfg(test)]

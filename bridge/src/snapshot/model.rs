@@ -244,6 +244,12 @@ pub struct MpiCall {
     /// What could not be recovered, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// A Python program that has left its script and is in this call from
+    /// the interpreter's exit: the exit status the interpreter holds for
+    /// the script (`1`: it raised an uncaught exception; `0`: it ran to its
+    /// end), when the interpreter's debug information gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python_exit_status: Option<i64>,
     /// A digest of the calling frames' registers and stack
     /// ([`crate::stacks::state`]): two samples with the same call and a
     /// different digest went round and came back. Host-specific; not in
@@ -288,6 +294,56 @@ pub struct Frame {
     /// A frame of a function inlined into the next (outer) one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inlined: bool,
+    /// A Python frame (CPython), placed where the interpreter's evaluation
+    /// frame that runs it is: `function` is the Python function (`<module>`
+    /// for a script's top level), `file` and `line` its source, `pc` that of
+    /// the evaluation frame, `object` none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub python: bool,
+}
+
+/// The Python threads of a CPython process, as its interpreter state says
+/// (read by [`crate::target::Target::python_stacks`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PythonStacks {
+    /// The interpreter's version (`3.11.7`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    /// One per Python thread.
+    pub threads: Vec<PythonThread>,
+    /// Why the Python frames could not be read, when the process runs
+    /// CPython but its state could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One Python thread's frames.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PythonThread {
+    /// The kernel's thread id, when the interpreter says it (3.11 and later)
+    /// or the host could tell it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tid: Option<u64>,
+    /// Python's own thread id (`threading.get_ident()`).
+    pub thread_id: u64,
+    /// Frames, innermost first.
+    pub frames: Vec<PythonFrame>,
+}
+
+/// One Python frame.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PythonFrame {
+    /// The function (`solve`, `<module>`).
+    pub function: String,
+    /// The source file as the code object names it.
+    pub file: String,
+    /// The line being executed (0: unknown).
+    pub line: u32,
+    /// The outermost Python frame one evaluation frame of the interpreter
+    /// runs (every frame before 3.11; from 3.11 on, Python-to-Python calls
+    /// share one native frame).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub entry: bool,
 }
 
 /// Counters of one process's dump; they differ between hosts.

@@ -8,11 +8,12 @@
 pub mod args;
 pub mod names;
 pub mod position;
+pub mod python;
 pub mod ranks;
 pub mod state;
 pub mod tree;
 
 pub use names::{canonical, classify, CallClass, Collective, Completion};
-pub use position::{position, where_words, Position};
+pub use position::{position, where_words, where_words_calls, Position};
 pub use ranks::{rank_ranges, ranks_text};
 pub use tree::{Mode, StackNode, StackTree};

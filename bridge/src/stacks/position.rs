@@ -19,9 +19,19 @@ pub enum Position {
         call: String,
         /// What such a call waits for.
         class: CallClass,
-        /// The application frame that called it (`main (ring.c:64)`).
+        /// The application frame that called it (`main (ring.c:64)`); in
+        /// a Python program, the Python frame (`solve (solver.py:42)`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         caller: Option<String>,
+        /// The call as the Python program wrote it (`comm.bcast`), when
+        /// mpi4py's wrapper is on the stack.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        python_call: Option<String>,
+        /// Where a Python program that has left its script is: what ended
+        /// it (`exits after an uncaught exception`), from the
+        /// interpreter's exit functions on the stack.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        python_exit: Option<String>,
     },
     /// In the application's code or a library of its own, not in MPI.
     NotInMpi {
@@ -54,12 +64,27 @@ pub fn position(t: &ThreadStack) -> Position {
     };
     if let Some((i, call)) = outermost_entry(t) {
         let f = &t.frames[i];
-        let caller = t.frames.get(i + 1).map(frame_words);
+        let outer = &t.frames[i + 1..];
+        // In a Python program: the innermost Python frame, and mpi4py's
+        // outermost wrapper between it and the call.
+        let py = outer.iter().position(|f| f.python);
+        let caller = match py {
+            Some(j) => Some(frame_words(&outer[j])),
+            None => outer.first().map(frame_words),
+        };
+        let python_call = outer[..py.unwrap_or(0)]
+            .iter()
+            .rev()
+            .find_map(|f| super::python::mpi4py_name(f.function.as_deref()?))
+            .map(|q| super::python::python_spelling(&q));
+        let python_exit = if py.is_none() { python_exit(outer) } else { None };
         return Position::InMpi {
             function: f.function.clone().unwrap_or_default(),
             class: classify(&call),
             call,
-            caller,
+            caller: if python_exit.is_some() { None } else { caller },
+            python_call,
+            python_exit,
         };
     }
     if !t.frames.iter().any(app) {
@@ -88,6 +113,21 @@ pub fn position(t: &ThreadStack) -> Position {
     }
 }
 
+/// A Python program past its script: the interpreter's exit on the stack
+/// (`Py_FinalizeEx` from `Py_RunMain`: the script ended, by its end or an
+/// uncaught exception; from `Py_Exit`: `sys.exit()` or `SystemExit`).
+fn python_exit(outer: &[Frame]) -> Option<String> {
+    let named = |n: &str| outer.iter().any(|f| f.function.as_deref() == Some(n));
+    if !(named("Py_FinalizeEx") || named("Py_Finalize")) {
+        return None;
+    }
+    Some(if named("Py_Exit") {
+        "as Python exits (sys.exit)".to_string()
+    } else {
+        "as Python exits (its script has ended)".to_string()
+    })
+}
+
 /// Whether an object's file name is an MPI library's (`libmpi.so.40`,
 /// `libmpich.so.12`).
 pub fn is_mpi_library(file: &str) -> bool {
@@ -110,6 +150,15 @@ pub fn outermost_entry(t: &ThreadStack) -> Option<(usize, String)> {
 /// the inlined function at the call's pc, not the function it is in).
 pub fn entry_point(f: &Frame) -> Option<String> {
     let name = f.function.as_deref()?;
+    // Open MPI's `PMPI_Init`/`PMPI_Finalize` tail-call these: no frame of
+    // the entry point is left.
+    if matches!(name, "ompi_mpi_finalize" | "ompi_mpi_init") && f.object.as_deref().is_some_and(in_mpi_library) {
+        return canonical(if name == "ompi_mpi_init" {
+            "MPI_Init"
+        } else {
+            "MPI_Finalize"
+        });
+    }
     if let Some(rest) = name.strip_prefix("internal_") {
         let object = f.object.as_deref().unwrap_or_default();
         let file = object.rsplit('/').next().unwrap_or(object);
@@ -118,6 +167,10 @@ pub fn entry_point(f: &Frame) -> Option<String> {
         }
     }
     canonical(name)
+}
+
+fn in_mpi_library(object: &str) -> bool {
+    is_mpi_library(object.rsplit('/').next().unwrap_or(object))
 }
 
 /// The C binding's name of a canonical name: `wait` → `MPI_Wait`,
@@ -252,19 +305,36 @@ pub fn is_application_object(path: &str) -> bool {
 
 /// One line for a process: where its threads are, the runtime's left out.
 pub fn where_words(threads: &[ThreadStack]) -> String {
+    where_words_calls(threads, &[])
+}
+
+/// [`where_words`], with what the calls' arguments say (a Python script's
+/// exit status).
+pub fn where_words_calls(threads: &[ThreadStack], calls: &[crate::snapshot::model::MpiCall]) -> String {
     let mut parts = Vec::new();
     // In the kernel's order (the main thread first), whatever the host's.
     let mut sorted: Vec<&ThreadStack> = threads.iter().collect();
     sorted.sort_by_key(|t| t.tid);
     for t in sorted {
         match position(t) {
-            Position::InMpi { call, caller, .. } => {
+            Position::InMpi {
+                call,
+                caller,
+                python_call,
+                python_exit,
+                ..
+            } => {
                 // One spelling for every front end and binding (gdb may
                 // name Open MPI's `MPI_Wait` by its alias `PMPI_Wait`).
-                let name = c_name(&call);
-                parts.push(match caller {
-                    Some(c) => format!("in {name}, called from {c}"),
-                    None => format!("in {name}"),
+                let mut name = c_name(&call);
+                if let Some(p) = python_call {
+                    name = format!("{name} ({p})");
+                }
+                let status = calls.iter().find(|c| c.tid == t.tid).and_then(|c| c.python_exit_status);
+                parts.push(match (caller, python_exit) {
+                    (_, Some(exit)) => format!("in {name}, {}", super::python::exit_words(status, &exit)),
+                    (Some(c), None) => format!("in {name}, called from {c}"),
+                    (None, None) => format!("in {name}"),
                 })
             }
             Position::NotInMpi { at } => parts.push(match at {
@@ -305,6 +375,7 @@ mod tests {
             file: file.map(|(f, _)| f.to_string()),
             line: file.map(|(_, l)| l),
             inlined: false,
+            python: false,
         }
     }
 
@@ -332,6 +403,7 @@ mod tests {
                 call,
                 class,
                 caller,
+                ..
             } => {
                 assert_eq!((function.as_str(), call.as_str()), ("MPI_Barrier", "barrier"));
                 assert_eq!(

@@ -317,6 +317,23 @@ impl Builder {
     }
 }
 
+/// The interpreter's exit (`Py_FinalizeEx`, `Py_Exit`): kept in a Python
+/// program's compact stack, the rest of the interpreter is not.
+fn is_python_exit(f: &Frame) -> bool {
+    matches!(f.function.as_deref(), Some("Py_FinalizeEx" | "Py_Finalize" | "Py_Exit"))
+}
+
+/// A native frame of CPython (its executable or library) or of mpi4py's
+/// Cython module.
+fn is_python_machinery(f: &Frame) -> bool {
+    let name = f.function.as_deref().unwrap_or_default();
+    name.starts_with("__pyx_")
+        || name.starts_with("PyMPI_")
+        || f.object.as_deref().is_some_and(|o| {
+            crate::target::python::is_python_object(o) || o.contains("/mpi4py/") || o.contains("/mpi4py.")
+        })
+}
+
 /// `file:line` of a frame (the file's base name), when known.
 fn location(f: &Frame) -> Option<String> {
     let file = f.file.as_deref()?;
@@ -364,6 +381,9 @@ fn compact_path(t: &ThreadStack, p: &ProcessSnapshot) -> Option<(Vec<Key>, Optio
     let frames = t.frames.get(inner..).unwrap_or_default();
     let mut path: Vec<Key> = Vec::with_capacity(frames.len());
     let mut outer = true;
+    // A Python program reads as its Python frames, mpi4py's call and the
+    // MPI call: the interpreter's and the binding's own frames are left out.
+    let python = t.frames.iter().any(|f| f.python) || t.frames.iter().any(is_python_exit);
     for (k, f) in frames.iter().enumerate().rev() {
         let name = f.function.as_deref().unwrap_or_default();
         if outer && is_start_frame(name) {
@@ -373,11 +393,32 @@ fn compact_path(t: &ThreadStack, p: &ProcessSnapshot) -> Option<(Vec<Key>, Optio
         if k == 0 {
             break; // the innermost frame: below
         }
-        path.push((function_label(f), None));
+        if python && !f.python && !is_python_exit(f) && is_python_machinery(f) {
+            continue;
+        }
+        let label = function_label(f);
+        if path.last().is_some_and(|(l, _)| *l == label) {
+            continue; // an inlined copy of the same function
+        }
+        path.push((label, None));
     }
     let detail = match (&entry, frames.first()) {
         (Some((i, call)), _) => {
-            let caller = t.frames.get(i + 1).and_then(location);
+            let outer = &t.frames[i + 1..];
+            let py = outer.iter().position(|f| f.python);
+            let caller = match py {
+                Some(j) => location(&outer[j]),
+                None => outer.first().and_then(location),
+            };
+            if python {
+                let api = outer[..py.unwrap_or(0)]
+                    .iter()
+                    .rev()
+                    .find_map(|f| super::python::mpi4py_name(f.function.as_deref()?));
+                if let Some(q) = api {
+                    path.push((super::python::python_spelling(&q), None));
+                }
+            }
             path.push((c_name(call), caller));
             let calls = p.stacks.as_ref().map(|s| s.calls.as_slice()).unwrap_or_default();
             let call = calls.iter().find(|c| c.tid == t.tid);

@@ -7,10 +7,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::model::ThreadStack;
+use crate::snapshot::model::{PythonStacks, ThreadStack};
 
 pub mod answers;
 pub mod cache;
+pub mod python;
 pub mod record;
 
 /// A type handle chosen by the front end (an index into its own table, a
@@ -212,6 +213,12 @@ pub trait Target {
     /// saved>`, unknown), or a name the host does not know: `Ok(None)`,
     /// never a guess.
     fn frame_value(&mut self, _thread: u64, _frame: u32, _name: &str) -> Result<Option<u64>, TargetError> {
+        Ok(None)
+    }
+    /// The Python frames of every Python thread, read while the process is
+    /// stopped ([`python`]: py-spy, by pid or core file); `Ok(None)` (the
+    /// default): not a CPython process, or this host cannot tell.
+    fn python_stacks(&mut self) -> Result<Option<PythonStacks>, TargetError> {
         Ok(None)
     }
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::model::ThreadStack;
+use crate::snapshot::model::{PythonStacks, ThreadStack};
 use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// The schema name of a recording file.
@@ -79,6 +79,10 @@ pub struct Recording {
     /// replayed as `None`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub frame_values: BTreeMap<String, Option<u64>>,
+    /// `Target::python_stacks` (older recordings have none: replayed as
+    /// `None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<PythonStacks>,
 }
 
 /// The key of a `frame_value` answer in [`Recording::frame_values`].
@@ -280,6 +284,12 @@ impl Target for Recorder<'_> {
     fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
         let r = self.inner.frame_value(thread, frame, name)?;
         self.rec.frame_values.insert(frame_key(thread, frame, name), r);
+        Ok(r)
+    }
+
+    fn python_stacks(&mut self) -> Result<Option<PythonStacks>, TargetError> {
+        let r = self.inner.python_stacks()?;
+        self.rec.python.clone_from(&r);
         Ok(r)
     }
 }
@@ -487,6 +497,10 @@ impl Target for Replay {
             .get(&frame_key(thread, frame, name))
             .copied()
             .flatten())
+    }
+
+    fn python_stacks(&mut self) -> Result<Option<PythonStacks>, TargetError> {
+        Ok(self.rec.python.clone())
     }
 }
 

@@ -192,6 +192,10 @@ impl<T: Target> Target for Faulty<T> {
         self.lookup(&format!("{thread}/{frame}/{name}"))?;
         self.inner.frame_value(thread, frame, name)
     }
+
+    fn python_stacks(&mut self) -> Result<Option<crate::snapshot::model::PythonStacks>, TargetError> {
+        self.inner.python_stacks()
+    }
 }
 
 #[cfg(test)]

@@ -169,6 +169,7 @@ pub fn to_model(t: ThreadStack) -> mpiq::ThreadStack {
                 file: f.file,
                 line: f.line,
                 inlined: f.inlined,
+                python: false,
             })
             .collect(),
         note: t.note,

@@ -77,6 +77,19 @@ fn call_said(snap: &Snapshot, pi: usize, call: &Call) -> Said {
         .map(|t| format!(", {t}"))
         .unwrap_or_default();
     let at = location(&call.caller);
+    if let Some(exit) = &call.python_exit {
+        return python_exit_said(exit, call.args.as_ref().and_then(|a| a.python_exit_status), &name, &on);
+    }
+    if let Some(py) = &call.python_call {
+        // `comm.bcast(root=1) at solver.py:42 (MPI_Bcast on MPI_COMM_WORLD)`:
+        // the arguments as the program wrote them (ranks of the
+        // communicator).
+        return said(
+            "waits in",
+            "wait in",
+            &format!("{py}({}){} ({name}{on})", python_args(call), python_place(&call.caller)),
+        );
+    }
     match call.class {
         CallClass::Recv => said(
             "waits in",
@@ -92,6 +105,72 @@ fn call_said(snap: &Snapshot, pi: usize, call: &Call) -> Said {
             said("waits in", "wait in", &format!("{name}{on}{at}"))
         }
         _ => said("is in", "are in", &format!("{name}{on}{at}")),
+    }
+}
+
+/// The arguments of a Python call that say whom it waits for:
+/// `source=1, tag=7`, `dest=2`, `root=1`.
+fn python_args(call: &Call) -> String {
+    let Some(a) = call.args.as_ref() else {
+        return String::new();
+    };
+    let mut shown = Vec::new();
+    let peer = match call.class {
+        CallClass::Recv => Some("source"),
+        CallClass::Send { .. } => Some("dest"),
+        _ => None,
+    };
+    if let Some(key) = peer {
+        if a.any_source {
+            shown.push(format!("{key}=ANY_SOURCE"));
+        } else if let Some(p) = a.peer {
+            shown.push(format!("{key}={p}"));
+        }
+        if a.any_tag {
+            shown.push("tag=ANY_TAG".to_string());
+        } else if let Some(t) = a.tag {
+            shown.push(format!("tag={t}"));
+        }
+    }
+    if let Some(r) = a.root {
+        shown.push(format!("root={r}"));
+    }
+    shown.join(", ")
+}
+
+/// ` at solver.py:42` from a caller `solve (solver.py:42)`.
+fn python_place(caller: &Option<String>) -> String {
+    caller
+        .as_deref()
+        .and_then(|c| Some(c.get(c.find(" (")? + 2..c.len().checked_sub(1)?)?.to_string()))
+        .map(|l| format!(" at {l}"))
+        .unwrap_or_default()
+}
+
+/// A Python program in `name` from the interpreter's exit.
+fn python_exit_said(stack: &str, status: Option<i64>, name: &str, on: &str) -> Said {
+    let (one, many) = match status {
+        Some(0) => (
+            "ran its script to its end".to_string(),
+            "ran their scripts to their end".to_string(),
+        ),
+        Some(1) => (
+            "exited its script with an uncaught exception".to_string(),
+            "exited their scripts with an uncaught exception".to_string(),
+        ),
+        Some(s) => (
+            format!("ended its script with exit status {s}"),
+            format!("ended their scripts with exit status {s}"),
+        ),
+        None if stack.contains("sys.exit") => ("called sys.exit()".to_string(), "called sys.exit()".to_string()),
+        None => (
+            "has left its Python script".to_string(),
+            "have left their Python scripts".to_string(),
+        ),
+    };
+    Said {
+        one: format!("{one} and waits in {name}{on}"),
+        many: format!("{many} and wait in {name}{on}"),
     }
 }
 

@@ -1,0 +1,166 @@
+//! A CPython process's Python frames, read with py-spy used as a library
+//! (ARCHITECTURE.md, "Python frames"): the interpreter's thread states and
+//! frame chains, for CPython 3.9 to 3.13 and whatever later versions py-spy
+//! learns, with no version-specific layout of ours.
+//!
+//! py-spy reads a live process by its pid (`process_vm_readv`, never
+//! ptrace: the front end has already stopped it) and a core file by its
+//! path. It reads only what a Python stack needs: the interpreter's thread
+//! list, each frame's code object (function, file, line table); no local
+//! variables, no thread names.
+
+use crate::snapshot::model::{PythonFrame, PythonStacks, PythonThread};
+
+/// Whether an object mapped in a process is a CPython interpreter or its
+/// library (`python3.11`, `libpython3.11.so.1.0`): only then are Python
+/// frames looked for.
+pub fn is_python_object(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    let rest = file
+        .strip_prefix("libpython")
+        .or_else(|| file.strip_prefix("python"))
+        .unwrap_or_default();
+    // `python3`, `python3.11`, `python3.11d`, `libpython3.12.so.1.0`; not
+    // `python-config` or a script's own name.
+    rest.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// Whether live process `pid` maps a CPython interpreter (its
+/// `/proc/PID/maps`: the names of its mapped files, nothing else).
+pub fn runs_python(pid: u32) -> bool {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return false;
+    };
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .any(is_python_object)
+}
+
+fn config() -> py_spy::Config {
+    py_spy::Config {
+        // The front end holds the process stopped already; py-spy must not
+        // attach (it could not: the front end is its tracer).
+        blocking: py_spy::config::LockingStrategy::NonBlocking,
+        native: false,
+        dump_locals: 0,
+        collect_thread_names: false,
+        lineno: py_spy::config::LineNo::LastInstruction,
+        ..py_spy::Config::default()
+    }
+}
+
+fn convert(version: String, traces: Vec<py_spy::StackTrace>) -> PythonStacks {
+    PythonStacks {
+        version,
+        threads: traces
+            .into_iter()
+            .map(|t| PythonThread {
+                tid: t.os_thread_id,
+                thread_id: t.thread_id,
+                frames: t
+                    .frames
+                    .into_iter()
+                    .map(|f| PythonFrame {
+                        function: f.name,
+                        file: f.filename,
+                        line: u32::try_from(f.line).unwrap_or(0),
+                        entry: f.is_entry || f.is_shim_entry,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        error: None,
+    }
+}
+
+fn failed(e: &anyhow::Error) -> PythonStacks {
+    PythonStacks {
+        error: Some(format!("{e:#}")),
+        ..PythonStacks::default()
+    }
+}
+
+/// The Python frames of live process `pid`, which the caller holds
+/// stopped; `None` if it runs no CPython; `Some` with `error` set if it
+/// does and its state could not be read.
+pub fn read_live(pid: u32) -> Option<PythonStacks> {
+    if !runs_python(pid) {
+        return None;
+    }
+    let Ok(pid) = py_spy::Pid::try_from(pid) else {
+        return None;
+    };
+    let config = config();
+    let read = std::panic::catch_unwind(|| -> Result<PythonStacks, anyhow::Error> {
+        let mut spy = py_spy::PythonSpy::new(pid, &config)?;
+        let version = spy.version.to_string();
+        Ok(convert(version, spy.get_stack_traces()?))
+    });
+    Some(match read {
+        Ok(Ok(stacks)) => stacks,
+        Ok(Err(e)) => failed(&e),
+        Err(_) => PythonStacks {
+            error: Some("py-spy failed (a panic) reading the interpreter's state".into()),
+            ..PythonStacks::default()
+        },
+    })
+}
+
+/// The Python frames in core file `core`, whose process mapped a CPython
+/// interpreter (the caller checked with [`is_python_object`]).
+#[cfg(feature = "python-cores")]
+pub fn read_core(core: &std::path::Path) -> PythonStacks {
+    let config = config();
+    let read = std::panic::catch_unwind(|| -> Result<PythonStacks, anyhow::Error> {
+        let dump = py_spy::coredump::PythonCoreDump::new(core)?;
+        Ok(convert(String::new(), dump.get_stack(&config)?))
+    });
+    match read {
+        Ok(Ok(stacks)) => stacks,
+        Ok(Err(e)) => failed(&e),
+        Err(_) => PythonStacks {
+            error: Some("py-spy failed (a panic) reading the core file's interpreter state".into()),
+            ..PythonStacks::default()
+        },
+    }
+}
+
+/// Without the `python-cores` feature: why there are no Python frames.
+#[cfg(not(feature = "python-cores"))]
+pub fn read_core(_core: &std::path::Path) -> PythonStacks {
+    PythonStacks {
+        error: Some("this mpiq was built without Python frames from core files (feature python-cores)".into()),
+        ..PythonStacks::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_objects_are_the_interpreter_and_its_library() {
+        for yes in [
+            "/usr/bin/python3.11",
+            "/root/.pyenv/versions/3.11.7/lib/libpython3.11.so.1.0",
+            "python3",
+            "/opt/py/bin/python3.13t",
+        ] {
+            assert!(is_python_object(yes), "{yes}");
+        }
+        for no in [
+            "/usr/bin/python-config",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "/work/solver.py",
+            "/venv/lib/python3.11/site-packages/mpi4py/MPI.cpython-311-x86_64-linux-gnu.so",
+        ] {
+            assert!(!is_python_object(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn a_process_without_python_has_no_python_frames() {
+        // This test's own process is Rust.
+        assert!(read_live(std::process::id()).is_none());
+    }
+}
