@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define MPIQ_API_VERSION 4
+#define MPIQ_API_VERSION 5
 
 /* What a target callback returns. */
 enum mpiq_status {
@@ -111,6 +111,12 @@ typedef struct mpiq_target {
      * one in a caller, "<not saved>", unknown), or a name the host does not
      * know: MPIQ_NOT_FOUND, never a guess. */
     int (*frame_value)(void *ctx, uint64_t thread, uint32_t frame, const char *name, uint64_t *value);
+    /* Since API version 5. 1 if `pid` is a live process that this host
+     * holds stopped while mpiq_dump runs, else 0 (a core file: its pid may
+     * be another process's now). mpiq reads a live CPython process's Python
+     * frames by its pid (process_vm_readv, never ptrace) and puts them into
+     * the stacks. Asked only with stacks. */
+    int32_t live;
 } mpiq_target;
 
 /* Results of mpiq_dump. */

@@ -11,9 +11,9 @@ use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, 
 use crate::{collect_all, render, DumpError};
 
 /// `MPIQ_API_VERSION`. Version 2 added `identity`, version 3 `stacks`,
-/// version 4 `frame_value`; tables of versions 1 to 3 (which end before
-/// them) are still accepted.
-pub const API_VERSION: u32 = 4;
+/// version 4 `frame_value`, version 5 `live`; tables of versions 1 to 4
+/// (which end before them) are still accepted.
+pub const API_VERSION: u32 = 5;
 /// The oldest `api_version` a table may have.
 const OLDEST_API_VERSION: u32 = 1;
 
@@ -62,6 +62,9 @@ pub struct mpiq_target {
     /// they are: a `$` name is a register of the frame (`$sp`, `$pc`,
     /// `$rbx`, …: [`Target::frame_value`]), which the host answers or not.
     pub frame_value: Option<unsafe extern "C" fn(*mut c_void, u64, u32, *const c_char, *mut u64) -> c_int>,
+    /// Since version 5: 1 if `pid` is a live process this host holds
+    /// stopped (its Python frames are then read by pid), else 0.
+    pub live: i32,
 }
 
 /// Room for an identity, NUL included.
@@ -237,6 +240,16 @@ impl Target for CTarget<'_> {
         // the call, and does not unwind.
         let rc = unsafe { f(self.t.ctx, thread, frame, c.as_ptr(), &mut value) };
         lookup(rc, value, &format!("read {name} in frame {frame} of thread {thread}"))
+    }
+
+    /// Read by pid (`target::python`), only of a process the host says is
+    /// live and stopped: a core file's pid may be another process's now.
+    fn python_stacks(&mut self) -> Result<Option<crate::snapshot::model::PythonStacks>, TargetError> {
+        // Tables before version 5 end before the field.
+        if self.t.api_version < 5 || self.t.live != 1 {
+            return Ok(None);
+        }
+        Ok(self.desc.pid.and_then(crate::target::python::read_live))
     }
 }
 

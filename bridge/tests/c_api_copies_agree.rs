@@ -99,6 +99,7 @@ fn rust_copy() -> ApiCopy {
             identity,
             stacks,
             frame_value,
+            live,
         }),
     ]);
     ApiCopy {

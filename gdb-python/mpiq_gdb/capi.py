@@ -9,7 +9,7 @@ not import gdb: that test imports it with a plain python3.
 
 import ctypes
 
-MPIQ_API_VERSION = 4
+MPIQ_API_VERSION = 5
 
 # enum mpiq_status: what a target callback returns.
 MPIQ_OK = 0
@@ -74,6 +74,7 @@ class MpiqTargetStruct(ctypes.Structure):
         ("identity", MPIQ_IDENTITY),
         ("stacks", MPIQ_STACKS),
         ("frame_value", MPIQ_FRAME_VALUE),
+        ("live", ctypes.c_int32),
     ]
 
 

@@ -31,6 +31,15 @@ from .capi import (
 _main_thread = threading.main_thread().ident
 
 
+def _is_live(inferior):
+    """Whether gdb runs this inferior as a live process (not a core file)."""
+    try:
+        connection = inferior.connection  # gdb 11 and later
+        return connection is not None and connection.type == "native"
+    except AttributeError:
+        return False
+
+
 class MpiqTarget:
     """struct mpiq_target for one gdb inferior, with its callbacks and caches.
 
@@ -58,7 +67,7 @@ class MpiqTarget:
         self.callbacks = self._callbacks()
         self.struct = MpiqTargetStruct(
             MPIQ_API_VERSION, None, *self.callbacks[:9], pid if pid > 0 else -1, self.executable,
-            *self.callbacks[9:])
+            *self.callbacks[9:], 1 if pid > 0 and _is_live(inferior) else 0)
 
     def _fail(self, exc, what=None, arg=None):
         """Reports exc to mpiq (as "what 'arg': exc"); returns the status."""

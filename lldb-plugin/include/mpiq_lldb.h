@@ -36,6 +36,7 @@ class TargetHost {
 public:
   TargetHost(lldb::SBDebugger debugger, lldb::SBTarget target);
   bool has_process() const;
+  bool is_live_here() const;
   bool is_stopped() const;
   rust::String state_name() const;
   uint64_t pid() const;

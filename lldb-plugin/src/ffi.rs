@@ -57,6 +57,9 @@ mod bridge {
         type TargetHost;
         /// Whether the target has a process (live or a core file).
         fn has_process(self: &TargetHost) -> bool;
+        /// Whether the process is live and on this machine (its pid is
+        /// this machine's), not a core file or a remote process.
+        fn is_live_here(self: &TargetHost) -> bool;
         /// Whether the process is stopped, so its memory can be read.
         fn is_stopped(self: &TargetHost) -> bool;
         /// The process state as LLDB names it ("running", "stopped", ...).

@@ -227,6 +227,16 @@ TargetHost::TargetHost(lldb::SBDebugger debugger, lldb::SBTarget target)
       target_(target), process_(target.GetProcess()) {}
 
 bool TargetHost::has_process() const { return process_.IsValid(); }
+// A live process on this machine: lldb-server's (gdb-remote) on the host
+// platform, not a core file (elf-core) or a remote machine's process.
+bool TargetHost::is_live_here() const {
+  if (!process_.IsValid()) return false;
+  const char *plugin = process_.GetPluginName();
+  lldb::SBPlatform platform = target_.GetPlatform();
+  const char *name = platform.IsValid() ? platform.GetName() : nullptr;
+  return plugin && std::string(plugin) == "gdb-remote" && name &&
+         std::string(name) == "host";
+}
 
 bool TargetHost::is_stopped() const {
   switch (process_.GetState()) {

@@ -69,6 +69,15 @@ impl Target for LldbTarget {
         Some(self.identity.clone())
     }
 
+    /// Read by pid (py-spy through the bridge) of a live process on this
+    /// machine only: a core file's pid may be another process's now.
+    fn python_stacks(&mut self) -> Result<Option<mpiq::PythonStacks>, TargetError> {
+        if !self.host.is_live_here() {
+            return Ok(None);
+        }
+        Ok(self.description.pid.and_then(mpiq::target::python::read_live))
+    }
+
     fn stacks(&mut self) -> Result<Option<Vec<ThreadStack>>, TargetError> {
         let nonempty = |s: String| (!s.is_empty()).then_some(s);
         let mut threads = Vec::new();
@@ -87,6 +96,7 @@ impl Target for LldbTarget {
                     file: nonempty(self.host.frame_file(t, f)),
                     line: Some(self.host.frame_line(t, f)).filter(|&l| l != 0),
                     inlined: self.host.frame_inlined(t, f),
+                    python: false,
                 })
                 .collect();
             threads.push(ThreadStack {

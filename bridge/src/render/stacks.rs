@@ -35,6 +35,9 @@ pub(super) fn render_stacks(out: &mut String, st: &Stacks, frames: bool) {
 /// `0xPC in FUNCTION (FILE:LINE) from OBJECT`, leaving out what is unknown.
 fn frame_text(f: &Frame) -> String {
     let mut s = format!("{} in {}", f.pc, f.function.as_deref().unwrap_or("??"));
+    if f.python {
+        s.push_str(" [python]");
+    }
     if f.inlined {
         s.push_str(" [inlined]");
     }
