@@ -25,6 +25,7 @@ mod job;
 pub(crate) mod procs;
 mod starter;
 mod tee;
+mod traceback;
 
 pub use job::watchdog_main;
 use job::Job;
@@ -257,6 +258,12 @@ fn hung(job: &mut Job, tees: &mut [Tee; 2], args: &RunArgs, ending: Ending, star
             );
             let _ = writeln!(text, "  verdict: {}\n", verdict_line(report.verdict()));
             text.push_str(&report::render(report, OutputFormat::Text, &opts));
+            // The uncaught exception of a Python rank that left its script.
+            let output: String = tees
+                .iter()
+                .map(|t| t.tail.lock().unwrap_or_else(|e| e.into_inner()).text().0)
+                .collect();
+            text.push_str(&traceback::section(&output, &report.snapshot));
         }
         Err(why) => {
             let _ = writeln!(text, "  verdict: none: the job could not be read: {why}");
