@@ -63,7 +63,12 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
                 // Python frames go in last: they are outer to every MPI
                 // call, so the calls' frame numbers stay as the host gave
                 // them (`frame_value` was asked by those).
-                match target.python_stacks() {
+                let py = if opts.no_python {
+                    Ok(None)
+                } else {
+                    target.python_stacks()
+                };
+                match py {
                     Ok(Some(py)) => {
                         let notes = crate::stacks::python::interleave(&mut threads, &py);
                         snap.messages.extend(notes);

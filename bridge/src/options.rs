@@ -52,6 +52,8 @@ pub struct DumpOptions {
     pub stacks: bool,
     /// Read no call stacks (`--no-stacks`).
     pub no_stacks: bool,
+    /// Do not read the Python frames of CPython processes.
+    pub no_python: bool,
     /// Record every answer the targets give into this file (`mpiq replay` reads it).
     pub record: Option<PathBuf>,
     /// Run the debug library inside this process instead of `mpiq-dllhost`.
@@ -256,6 +258,14 @@ pub const DUMP_OPTIONS: &[OptionSpec<DumpOptions>] = &[
         "show every frame of every thread (default: where each process is in MPI, in one line)",
         |o, _| {
             o.stacks = true;
+            Ok(())
+        },
+    ),
+    OptionSpec::switch(
+        "no-python",
+        "do not read the Python frames of CPython processes (read by default, by py-spy, into their stacks)",
+        |o, _| {
+            o.no_python = true;
             Ok(())
         },
     ),
