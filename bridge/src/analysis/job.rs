@@ -151,6 +151,17 @@ fn world_size(snap: &Snapshot, notes: &mut Vec<String>) -> Option<i64> {
     None
 }
 
+/// Whether a thread of the process is in `MPI_Finalize` (its stacks say
+/// so): it has left every communicator, and a debug library may list none
+/// by then (MPICH's), which is then no gap in what is known.
+fn finalizing(p: &ProcessSnapshot) -> bool {
+    p.stacks.as_ref().is_some_and(|s| {
+        s.threads.iter().any(
+            |t| matches!(crate::stacks::position(t), crate::stacks::Position::InMpi { call, .. } if call == "finalize"),
+        )
+    })
+}
+
 /// Why a process's waits cannot be known, if so.
 fn unreadable(p: &ProcessSnapshot) -> Option<String> {
     if let Some(m) = &p.queues_missing {
@@ -172,7 +183,7 @@ fn unreadable(p: &ProcessSnapshot) -> Option<String> {
     if let Some(m) = p.messages.iter().find(|m| LIST_CUT.iter().any(|s| m.starts_with(s))) {
         return Some(format!("its communicator list is incomplete: {m}"));
     }
-    if !p.communicators.iter().any(|c| member(c).is_some()) {
+    if !p.communicators.iter().any(|c| member(c).is_some()) && !finalizing(p) {
         return Some("the debug library listed no communicator it is a member of".to_string());
     }
     for c in p.communicators.iter().filter(|c| member(c).is_some()) {

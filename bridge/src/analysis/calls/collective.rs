@@ -34,6 +34,9 @@ fn comm_of(scene: &Scene<'_>, r: i64, call: &Call) -> Option<usize> {
 enum Arrival<'p> {
     /// In a collective on it.
     In(&'p Call),
+    /// In `MPI_Finalize`: it has left every communicator for good (its
+    /// debug library may list none by then).
+    Finalizing,
     /// In a collective whose communicator is not known.
     Maybe(String),
     /// Not in a collective on it.
@@ -48,6 +51,15 @@ fn arrival<'p>(scene: &'p Scene<'_>, m: i64, id: usize) -> Arrival<'p> {
         return Arrival::Not;
     };
     let mut unknown = None;
+    let finalizing = |c: &&Call| c.class == CallClass::InitFinalize && c.name == "finalize";
+    if let Some(c) = calls.iter().find(finalizing) {
+        // Arrived, when the collective is its own MPI_Finalize on the same
+        // MPI_COMM_WORLD; else gone.
+        return match comm_of(scene, m, c) {
+            Some(ci) if scene.ids.get(pm, ci) == Some(id) => Arrival::In(c),
+            _ => Arrival::Finalizing,
+        };
+    }
     for c in calls.iter().filter(|c| is_collective(c.class)) {
         match comm_of(scene, m, c) {
             Some(ci) if scene.ids.get(pm, ci) == Some(id) => return Arrival::In(c),
@@ -86,6 +98,9 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
     };
     let p = &scene.snap.processes[pi];
     let Some(ci) = comm_of(scene, r, call) else {
+        if call.name == "finalize" {
+            return finalize_without_world(scene, r, call);
+        }
         return unresolved(comm_unknown(call));
     };
     let Some(c) = p.communicators.get(ci) else {
@@ -148,6 +163,14 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
                     None,
                 );
             }
+            Arrival::Finalizing => wait(
+                true,
+                format!(
+                    "rank {r} is in {name} on {on} and waits for rank {m}, which is in MPI_Finalize: \
+                     it has left every communicator"
+                ),
+                None,
+            ),
             Arrival::Maybe(why) => wait(
                 false,
                 format!("rank {r} is in {name} on {on} and waits for rank {m} unless it is in it too"),
@@ -174,6 +197,37 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
                 );
             }
         }
+    }
+    waits
+}
+
+/// A rank in `MPI_Finalize` whose debug library no longer lists
+/// `MPI_COMM_WORLD` (MPICH's, once finalizing): `MPI_Finalize` is
+/// collective over every rank of the job, so it waits for the ranks not in
+/// `MPI_Finalize` themselves.
+fn finalize_without_world(scene: &Scene<'_>, r: i64, call: &Call) -> Vec<Wait> {
+    let name = c_name(&call.name);
+    let mut waits = Vec::new();
+    for &m in scene.job.procs.keys().filter(|&&m| m != r) {
+        let there = match scene.places.get(&m) {
+            Some(Place::InMpi(calls)) => calls.iter().any(|c| c.name == "finalize"),
+            _ => false,
+        };
+        if there {
+            continue;
+        }
+        let mut w = call_wait(
+            r,
+            call,
+            OpKind::Collective,
+            Target::Rank(m),
+            true,
+            format!("rank {r} is in {name} and waits for rank {m}, which is not in it"),
+            None,
+        );
+        w.communicator = "MPI_COMM_WORLD".into();
+        w.tag = None;
+        waits.push(w);
     }
     waits
 }
