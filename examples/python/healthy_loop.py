@@ -7,7 +7,7 @@ Each world rank r, step s = 0, 1, 2, ... forever:
                       source=(r - 1 + n) % n)     MPI_Mprobe/MPI_Mrecv), checked
   a little computing, then time.sleep(0.05) without calling MPI.
 READY is printed once, after step 0. Every 10 steps each rank prints
-"MPIQ-PROGRESS rank=<r> step=<s>" (flushed): a test sees the job progress as
+"MPIQ-PROGRESS rank=<r> step=<s>" (one write): a test sees the job progress as
 those steps grow. The job never ends by itself: it runs until killed (or until
 MPIQ_EXAMPLE_LIFETIME ends it).
 
@@ -47,7 +47,7 @@ def main():
         if s == 0:
             mpiq_example.ready(rank)
         if s % REPORT_EVERY == 0:
-            print(f"MPIQ-PROGRESS rank={rank} step={s}", flush=True)
+            mpiq_example.emit(f"MPIQ-PROGRESS rank={rank} step={s}")
         time.sleep(DELAY)
         s += 1
 

@@ -8,7 +8,13 @@ arm_lifetime(): a safety net against leaked jobs. If the test harness dies
     mpi4py.MPI is imported (that import calls MPI_Init_thread).
 
 ready(rank): prints exactly one line "MPIQ-READY rank=<rank> pid=<os.getpid()>"
-    to stdout and flushes it. The harness waits for one such line per rank.
+    to stdout (with emit()). The harness waits for one such line per rank.
+
+emit(line): writes line and its newline to stdout in one write(2), after
+    flushing what sys.stdout holds. print() writes the text and the newline
+    separately, and unbuffered (PYTHONUNBUFFERED=1, as the harness runs the
+    examples) they are two writes, which MPICH's hydra forwarded interleaved
+    with other ranks' lines ("MPIQ-READY rank=1 pid=7MPIQ-READY rank=0 ...").
 
 init_world(name, min_ranks, max_ranks=0): arms the lifetime, imports
     mpi4py.MPI with mpi4py's defaults (MPI_Init_thread with
@@ -37,8 +43,15 @@ def arm_lifetime():
         signal.alarm(secs)
 
 
+def emit(line):
+    sys.stdout.flush()
+    data = (line + "\n").encode()
+    while data:
+        data = data[os.write(sys.stdout.fileno(), data) :]
+
+
 def ready(rank):
-    print(f"MPIQ-READY rank={rank} pid={os.getpid()}", flush=True)
+    emit(f"MPIQ-READY rank={rank} pid={os.getpid()}")
 
 
 def wait_forever():

@@ -24,10 +24,10 @@ use crate::{examples_source_dir, gdb, Mpi};
 pub enum PyExample {
     /// `raise_before_bcast.py` (n >= 3): rank 1 raises `RuntimeError` before its
     /// `comm.bcast(data, root=1)` and waits in `MPI_Finalize` (mpi4py's exit handler); the
-    /// others wait in `MPI_Bcast` with root 1 (the line marked `mpiq: bcast`, in `solve`).
+    /// others wait in `MPI_Bcast` with root 1 (the line marked `# mpiq: bcast`, in `solve`).
     RaiseBeforeBcast,
     /// `p2p_cycle.py` (n >= 2): every rank in `comm.recv(source=(r + 1) % n, tag=7)` (the line
-    /// marked `mpiq: recv`, in `exchange`) before it sends: a receive cycle. mpi4py's pickled
+    /// marked `# mpiq: recv`, in `exchange`) before it sends: a receive cycle. mpi4py's pickled
     /// receive probes first, so the ranks sit in `MPI_Mprobe`.
     P2pCycle,
     /// `healthy_loop.py` (n >= 2): `comm.allreduce`, a ring `comm.sendrecv` and a 50 ms sleep,
@@ -91,19 +91,20 @@ impl PyExample {
         python_examples_dir().join(format!("{}.py", self.name()))
     }
 
-    /// The 1-based number of the script's line that holds `marker` (e.g. `"mpiq: bcast"`,
-    /// the line of `raise_before_bcast`'s `comm.bcast`), for tests that check where a rank
-    /// waits.
+    /// The 1-based number of the script's line marked with the comment `# mpiq: <mark>`
+    /// (`line_of("bcast")`: `raise_before_bcast`'s `comm.bcast`; `line_of("recv")`:
+    /// `p2p_cycle`'s `comm.recv`), for tests that check where a rank waits.
     ///
     /// # Panics
-    /// If the script cannot be read, or `marker` is on no line or on more than one.
-    pub fn line_of(self, marker: &str) -> usize {
+    /// If the script cannot be read, or the mark is on no line or on more than one.
+    pub fn line_of(self, mark: &str) -> usize {
+        let marker = format!("# mpiq: {mark}");
         let script = self.script();
         let text = std::fs::read_to_string(&script).unwrap_or_else(|e| panic!("reading {}: {e}", script.display()));
         let lines: Vec<usize> = text
             .lines()
             .enumerate()
-            .filter(|(_, l)| l.contains(marker))
+            .filter(|(_, l)| l.contains(&marker))
             .map(|(i, _)| i + 1)
             .collect();
         match lines[..] {
@@ -195,8 +196,13 @@ mod tests {
 
     #[test]
     fn finds_marked_lines() {
-        let line = PyExample::RaiseBeforeBcast.line_of("mpiq: bcast");
-        let text = std::fs::read_to_string(PyExample::RaiseBeforeBcast.script()).unwrap();
-        assert!(text.lines().nth(line - 1).unwrap().contains("comm.bcast("));
+        for (example, mark, call) in [
+            (PyExample::RaiseBeforeBcast, "bcast", "comm.bcast("),
+            (PyExample::P2pCycle, "recv", "comm.recv("),
+        ] {
+            let line = example.line_of(mark);
+            let text = std::fs::read_to_string(example.script()).unwrap();
+            assert!(text.lines().nth(line - 1).unwrap().contains(call), "{example}:{line}");
+        }
     }
 }

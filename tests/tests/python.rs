@@ -31,8 +31,17 @@ const FINALIZE: &[&str] = &[
     "MPID_Finalize",
     "MPII_Finalize",
 ];
-/// The functions that show a rank inside `MPI_Bcast`.
-const BCAST: &[&str] = &["MPI_Bcast", "PMPI_Bcast", "internal_Bcast"];
+/// The functions that show a rank inside `MPI_Bcast`. mpi4py 4 calls the MPI-4 large-count
+/// `MPI_Bcast_c` where the MPI has it (MPICH 4: `PMPI_Bcast_c`, `internal_Bcast_c`), else
+/// `MPI_Bcast` (Open MPI 4.1: `PMPI_Bcast`).
+const BCAST: &[&str] = &[
+    "MPI_Bcast",
+    "PMPI_Bcast",
+    "internal_Bcast",
+    "MPI_Bcast_c",
+    "PMPI_Bcast_c",
+    "internal_Bcast_c",
+];
 /// The functions that show a rank inside mpi4py's probe of a pickled `recv`.
 const MPROBE: &[&str] = &["MPI_Mprobe", "PMPI_Mprobe", "internal_Mprobe"];
 
