@@ -9,7 +9,7 @@ every rank waits for its right neighbour, forever.
 mpi4py's pickled recv() with no buffer does not know the message's size, so
 it probes first: MPI_Mprobe(source, tag 7), then MPI_Mrecv of the probed
 message (mpi4py.rc.recv_mprobe, on by default). The ranks therefore sit in
-MPI_Mprobe (Open MPI 4.1.4: PMPI_Mprobe; MPICH: MPI_Mprobe), not in MPI_Recv,
+MPI_Mprobe (PMPI_Mprobe in every MPI of the test bed), not in MPI_Recv,
 and no receive is posted: the queues show nothing for it.
 
 Designed verdict: deadlock, cycle 0 -> 1 -> ... -> n-1 -> 0 (rank r waits for

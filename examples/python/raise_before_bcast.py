@@ -14,13 +14,16 @@ Every rank first computes a little (work()), then, in solve():
 Queues on MPI_COMM_WORLD: nothing fixed (a broadcast's internal messages, if
 any are posted, use the MPI library's own tags).
 
-Where each rank sits (the innermost MPI entry point of its main thread, seen
-with gdb's bt; the test bed's four MPIs and the two PyPI wheels):
-  rank 1:    MPI_Finalize (Open MPI: ompi_mpi_finalize below it; MPICH:
-             MPID_Finalize), called from mpi4py's exit handler, below
-             Py_FinalizeEx: no Python frame of this script is left.
-  rank k!=1: MPI_Bcast (MPICH: PMPI_Bcast), called by mpi4py's pickled bcast
-             from solve() at the "mpiq: bcast" line.
+Where each rank sits (the MPI entry point of its main thread, seen with gdb's
+bt on the test bed's four MPIs and the two PyPI wheels; examples/README.md has
+every MPI's spelling):
+  rank 1:    MPI_Finalize, called from mpi4py's exit handler below
+             Py_FinalizeEx (no Python frame of this script is left). MPICH
+             shows PMPI_Finalize > ... > MPID_Finalize; Open MPI only
+             ompi_mpi_finalize (PMPI_Finalize tail-calls it: no frame).
+  rank k!=1: MPI_Bcast, called by mpi4py's pickled bcast from solve() at the
+             "mpiq: bcast" line: PMPI_Bcast (Open MPI), or MPI-4's
+             large-count PMPI_Bcast_c (MPICH), which mpi4py prefers.
 
 Designed verdict: deadlock: ranks k!=1 are in MPI_Bcast on MPI_COMM_WORLD with
 root 1 and wait for it; rank 1 is in MPI_Finalize, where it waits for them,

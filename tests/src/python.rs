@@ -24,7 +24,7 @@ use crate::{examples_source_dir, gdb, Mpi};
 pub enum PyExample {
     /// `raise_before_bcast.py` (n >= 3): rank 1 raises `RuntimeError` before its
     /// `comm.bcast(data, root=1)` and waits in `MPI_Finalize` (mpi4py's exit handler); the
-    /// others wait in `MPI_Bcast` with root 1 (the line marked `# mpiq: bcast`, in `solve`).
+    /// others wait in `MPI_Bcast` (MPICH: the large-count `MPI_Bcast_c`) with root 1 (the line marked `# mpiq: bcast`, in `solve`).
     RaiseBeforeBcast,
     /// `p2p_cycle.py` (n >= 2): every rank in `comm.recv(source=(r + 1) % n, tag=7)` (the line
     /// marked `# mpiq: recv`, in `exchange`) before it sends: a receive cycle. mpi4py's pickled

@@ -6,7 +6,8 @@
 //! Where the ranks sit, by the MPI entry points in their backtraces (innermost first; the
 //! names each MPI shows are in the constants below):
 //! - `raise_before_bcast`: rank 1 in `MPI_Finalize` (called from mpi4py's exit handler after
-//!   the traceback of its `RuntimeError`), every other rank in `MPI_Bcast`;
+//!   the traceback of its `RuntimeError`; Open MPI shows only `ompi_mpi_finalize`, which
+//!   `PMPI_Finalize` tail-calls), every other rank in `MPI_Bcast` (MPICH: `MPI_Bcast_c`);
 //! - `p2p_cycle`: every rank in `MPI_Mprobe` (mpi4py's pickled `recv` probes for the size of
 //!   the message before it receives it with `MPI_Mrecv`);
 //! - `healthy_loop`: ranks move; the steps each rank prints grow.
