@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::launcher::{self, Launcher, SlurmJob};
 use crate::procs::{self, Proc};
-use crate::{build_example, Example, JobDir, Mpi};
+use crate::{build_example, Example, JobDir, Mpi, PyExample};
 
 mod capture;
 mod error;
@@ -36,6 +36,45 @@ pub const SCRUBBED_ENV_PREFIXES: &[&str] = &[
     "OMPI_", "PRTE_", "PMIX_", "PMI_", "HYDRA_", "MPIEXEC_", "SLURM", "SRUN_", "SALLOC_",
 ];
 
+/// What the harness removes from the environment of a job of a Python example, besides
+/// [`SCRUBBED_ENV_PREFIXES`]: a user's Python search path and start-up settings, which could
+/// put another mpi4py (or another `mpiq_example`) in front of the venv's. Variables starting
+/// with `MPI4PY_` go too (`MPI4PY_RC_*` changes how mpi4py initialises and receives,
+/// `MPI4PY_LIBMPI` which MPI library its wheel loads).
+pub const PYTHON_SCRUBBED_ENV: &[&str] = &["PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE"];
+
+/// What a job runs: a C example, built with the MPI's `mpicc`, or a Python example, run by the
+/// MPI's mpi4py Python ([`Mpi::python`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Program {
+    /// `examples/<name>.c` (or the executable given to [`JobBuilder::program`]).
+    C(Example),
+    /// `python examples/python/<name>.py`: the starter runs the venv's Python (or the
+    /// interpreter given to [`JobBuilder::program`]) with the script as its first argument,
+    /// then [`JobBuilder::args`].
+    Python(PyExample),
+}
+
+impl Program {
+    /// Why the program cannot run with `mpi`, or `None` if it can
+    /// ([`Example::unsupported_reason`], [`PyExample::unsupported_reason`]).
+    pub fn unsupported_reason(self, mpi: Mpi) -> Option<&'static str> {
+        match self {
+            Program::C(example) => example.unsupported_reason(mpi),
+            Program::Python(example) => example.unsupported_reason(mpi),
+        }
+    }
+}
+
+impl std::fmt::Display for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Program::C(example) => example.fmt(f),
+            Program::Python(example) => example.fmt(f),
+        }
+    }
+}
+
 /// One rank of a ready job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Rank {
@@ -50,7 +89,7 @@ pub struct Rank {
 #[must_use = "a JobBuilder does nothing until .start()"]
 pub struct JobBuilder {
     mpi: Mpi,
-    example: Example,
+    what: Program,
     nprocs: usize,
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
@@ -74,6 +113,8 @@ impl JobBuilder {
 
     /// Runs this executable (e.g. a test fixture, see [`crate::fixtures`]) instead of
     /// building the example; the example then only names the job and sets its defaults.
+    /// For a Python example ([`Job::python`]) it is the interpreter that runs the script, in
+    /// place of [`Mpi::python`].
     pub fn program(mut self, exe: impl Into<PathBuf>) -> Self {
         self.program = Some(exe.into());
         self
@@ -87,13 +128,14 @@ impl JobBuilder {
         self
     }
 
-    /// Number of ranks (default: [`Example::default_nprocs`]).
+    /// Number of ranks (default: [`Example::default_nprocs`], [`PyExample::default_nprocs`]).
     pub fn nprocs(mut self, nprocs: usize) -> Self {
         self.nprocs = nprocs;
         self
     }
 
-    /// Program arguments, replacing [`Example::default_args`].
+    /// Program arguments, replacing [`Example::default_args`]. For a Python example they
+    /// follow the script (which has none by default).
     pub fn args<I, S>(mut self, args: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -129,34 +171,54 @@ impl JobBuilder {
     /// On any failure, with the captured output: see [`JobBuilder::try_start`].
     pub fn start(self) -> Job {
         let nprocs = self.launcher.nprocs().unwrap_or(self.nprocs);
-        let what = format!("{} x{nprocs} under {} ({})", self.example, self.mpi, self.launcher);
+        let what = format!("{} x{nprocs} under {} ({})", self.what, self.mpi, self.launcher);
         self.try_start().unwrap_or_else(|e| panic!("starting {what}: {e}"))
     }
 
     /// [`JobBuilder::start`], or `None` after printing `SKIPPED: ...` with the reason when
     /// the harness declares the example unsupported by the MPI
-    /// ([`Example::unsupported_reason`]).
+    /// ([`Example::unsupported_reason`], [`PyExample::unsupported_reason`]).
     pub fn start_supported(self) -> Option<Job> {
-        if let Some(why) = self.example.unsupported_reason(self.mpi) {
-            eprintln!("SKIPPED: {} under {}: {why}", self.example, self.mpi);
+        if let Some(why) = self.what.unsupported_reason(self.mpi) {
+            eprintln!("SKIPPED: {} under {}: {why}", self.what, self.mpi);
             return None;
         }
         Some(self.start())
     }
 
     /// Like [`JobBuilder::start`] but returns start-up failures as errors. Building the
-    /// example still panics on failure (see [`build_example`]). On error everything that was
-    /// started has been killed.
+    /// example still panics on failure (see [`build_example`]), and so does a Python example
+    /// whose MPI has no mpi4py (see [`Mpi::python`]). On error everything that was started
+    /// has been killed.
     pub fn try_start(mut self) -> Result<Job, JobError> {
-        let exe = match &self.program {
-            Some(p) => p.clone(),
-            None => build_example(self.mpi, self.example),
+        let (exe, args) = match self.what {
+            Program::C(example) => {
+                let exe = match &self.program {
+                    Some(p) => p.clone(),
+                    None => build_example(self.mpi, example),
+                };
+                (exe, self.args.clone())
+            }
+            Program::Python(example) => {
+                if let Some(why) = example.unsupported_reason(self.mpi) {
+                    panic!("cannot run `{example}` with {}: {why}", self.mpi);
+                }
+                let python = match &self.program {
+                    Some(p) => p.clone(),
+                    None => self
+                        .mpi
+                        .python()
+                        .expect("an MPI that runs Python examples has a Python"),
+                };
+                let mut args = vec![example.script().into_os_string()];
+                args.extend(self.args.iter().cloned());
+                (python, args)
+            }
         };
         self.nprocs = self.launcher.nprocs().unwrap_or(self.nprocs);
         let job_name = launcher::unique_job_name();
         let mut cmd = if self.mca.is_empty() {
-            self.launcher
-                .command(self.mpi, self.nprocs, &exe, &self.args, &job_name)
+            self.launcher.command(self.mpi, self.nprocs, &exe, &args, &job_name)
         } else {
             assert!(
                 self.mpi.is_open_mpi() && self.launcher == Launcher::Local,
@@ -164,7 +226,7 @@ impl JobBuilder {
                 self.mpi,
                 self.launcher
             );
-            self.mpi.starter_command_mca(self.nprocs, &exe, &self.args, &self.mca)
+            self.mpi.starter_command_mca(self.nprocs, &exe, &args, &self.mca)
         };
         for (key, _) in std::env::vars_os() {
             let scrub = key
@@ -186,6 +248,21 @@ impl JobBuilder {
                 path.push(old);
             }
             cmd.env("LD_LIBRARY_PATH", path);
+        }
+        if let Program::Python(_) = self.what {
+            // Unbuffered, so that output (READY lines, tracebacks) reaches the harness at once;
+            // no __pycache__ in the source tree; a user's search path and mpi4py settings out.
+            for (key, _) in std::env::vars_os() {
+                let scrub = key
+                    .to_str()
+                    .is_some_and(|k| k.starts_with("MPI4PY_") || PYTHON_SCRUBBED_ENV.contains(&k));
+                if scrub {
+                    cmd.env_remove(&key);
+                }
+            }
+            cmd.env("PYTHONUNBUFFERED", "1")
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .env("PYTHONNOUSERSITE", "1");
         }
         cmd.env("MPIQ_EXAMPLE_LIFETIME", self.lifetime_secs.to_string());
         let dir = JobDir::new();
@@ -214,7 +291,7 @@ impl JobBuilder {
         });
         let mut job = Job {
             mpi: self.mpi,
-            example: self.example,
+            what: self.what,
             exe,
             nprocs: self.nprocs,
             starter_pid: child.id(),
@@ -238,7 +315,7 @@ impl JobBuilder {
         };
         eprintln!(
             "[mpiq-tests] {} x{} under {} ({}): ready in {:.2?} (starter {}{slurm}, ranks {})",
-            job.example,
+            job.what,
             job.nprocs,
             job.mpi,
             self.launcher,
@@ -272,7 +349,7 @@ impl JobBuilder {
 #[derive(Debug)]
 pub struct Job {
     mpi: Mpi,
-    example: Example,
+    what: Program,
     exe: PathBuf,
     nprocs: usize,
     starter_pid: u32,
@@ -318,9 +395,36 @@ impl Job {
     pub fn builder(mpi: Mpi, example: Example) -> JobBuilder {
         JobBuilder {
             mpi,
-            example,
+            what: Program::C(example),
             nprocs: example.default_nprocs(),
             args: example.default_args().iter().map(OsString::from).collect(),
+            env: Vec::new(),
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+            lifetime_secs: DEFAULT_EXAMPLE_LIFETIME_SECS,
+            program: None,
+            launcher: Launcher::Local,
+            mca: Vec::new(),
+        }
+    }
+
+    /// Options for a job of the Python example `example` under `mpi`: `<starter> -n N
+    /// <venv>/bin/python examples/python/<name>.py` with the MPI's mpi4py ([`Mpi::python`]),
+    /// [`PyExample::default_nprocs`] ranks and no arguments; finish with
+    /// [`JobBuilder::start`]. The ranks get `PYTHONUNBUFFERED=1` and
+    /// `PYTHONDONTWRITEBYTECODE=1`, and none of [`PYTHON_SCRUBBED_ENV`] or `MPI4PY_*`.
+    ///
+    /// ```no_run
+    /// use mpiq_tests::{Job, Mpi, PyExample};
+    ///
+    /// let job = Job::python(Mpi::OpenMpi, PyExample::P2pCycle).nprocs(3).start();
+    /// assert_eq!(job.python_example(), Some(PyExample::P2pCycle));
+    /// ```
+    pub fn python(mpi: Mpi, example: PyExample) -> JobBuilder {
+        JobBuilder {
+            mpi,
+            what: Program::Python(example),
+            nprocs: example.default_nprocs(),
+            args: Vec::new(),
             env: Vec::new(),
             ready_timeout: DEFAULT_READY_TIMEOUT,
             lifetime_secs: DEFAULT_EXAMPLE_LIFETIME_SECS,
@@ -348,11 +452,31 @@ impl Job {
     }
 
     /// The example it runs.
+    ///
+    /// # Panics
+    /// For a job of a Python example: see [`Job::python_example`] and [`Job::runs`].
     pub fn example(&self) -> Example {
-        self.example
+        match self.what {
+            Program::C(example) => example,
+            Program::Python(example) => panic!("the job runs the Python example {example}, not a C example"),
+        }
     }
 
-    /// The example executable.
+    /// The Python example it runs, or `None` for a C example.
+    pub fn python_example(&self) -> Option<PyExample> {
+        match self.what {
+            Program::Python(example) => Some(example),
+            Program::C(_) => None,
+        }
+    }
+
+    /// What it runs.
+    pub fn runs(&self) -> Program {
+        self.what
+    }
+
+    /// The example executable (for a Python example: the Python interpreter; the script is
+    /// [`PyExample::script`]).
     pub fn exe(&self) -> &Path {
         &self.exe
     }
@@ -398,7 +522,7 @@ impl Job {
         self.ranks
             .get(rank)
             .map(|r| r.pid)
-            .unwrap_or_else(|| panic!("{} x{} has no rank {rank}", self.example, self.nprocs))
+            .unwrap_or_else(|| panic!("{} x{} has no rank {rank}", self.what, self.nprocs))
     }
 
     /// Every process the harness knows it started, as recorded when the job became ready:
@@ -432,7 +556,7 @@ impl Job {
             if Instant::now() >= deadline {
                 panic!(
                     "{} x{} under {} did not exit within {timeout:?}\n{}",
-                    self.example,
+                    self.what,
                     self.nprocs,
                     self.mpi,
                     self.output()

