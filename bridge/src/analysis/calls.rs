@@ -391,7 +391,14 @@ fn call_groups(
             }
             vec![unlisted_send(scene, r, call, synchronous)]
         }
-        CallClass::Recv => vec![tied(scene, call, mine, &[OpKind::Receive])],
+        CallClass::Recv => {
+            let t = tied(scene, call, mine, &[OpKind::Receive]);
+            if t.is_empty() {
+                // A probe posts no receive; its source must send.
+                return vec![unlisted_recv(scene, r, call)];
+            }
+            vec![t]
+        }
         CallClass::SendRecv => vec![tied(scene, call, mine, &all)],
         CallClass::Wait { completion } | CallClass::Poll { completion } => {
             let t: Vec<Wait> = mine.to_vec();
@@ -577,7 +584,9 @@ fn unexpected_from(scene: &Scene<'_>, r: i64) -> Vec<i64> {
 }
 
 mod collective;
+mod unlisted_recv;
 mod words;
 use collective::collective;
+use unlisted_recv::unlisted_recv;
 pub use words::RankWhere;
 pub(crate) use words::{ranks_said, where_list};
