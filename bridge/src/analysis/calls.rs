@@ -393,8 +393,11 @@ fn call_groups(
         }
         CallClass::Recv => {
             let t = tied(scene, call, mine, &[OpKind::Receive]);
-            if t.is_empty() {
-                // A probe posts no receive; its source must send.
+            // A probe posts no receive: its source must send. A receive
+            // the queues no longer list has matched and is returning,
+            // unless the previous sample saw it there already.
+            let probe = matches!(call.name.as_str(), "probe" | "mprobe");
+            if t.is_empty() && (probe || (scene.confirmed)(r)) {
                 return vec![unlisted_recv(scene, r, call)];
             }
             vec![t]

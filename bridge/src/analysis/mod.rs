@@ -55,6 +55,8 @@ mod verdict;
 mod words;
 
 #[cfg(test)]
+mod python_tests;
+#[cfg(test)]
 mod stack_tests;
 #[cfg(test)]
 mod tests;
