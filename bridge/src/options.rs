@@ -12,8 +12,8 @@
 //! debugger front ends (`--targets`, which gdb and lldb read to pick their
 //! inferiors or targets; the bridge accepts and keeps it). Options that one
 //! front end alone has are not in the table: the CLI's output options
-//! `--format text|json|dot|csv`, `--svg FILE` and `--no-analysis` and the way
-//! it names processes (`--pid`, `--starter`, core files), all in
+//! `--format text|json|dot|csv|folded`, `--svg FILE`, `--flamegraph FILE`
+//! and `--no-analysis` and the way it names processes (`--pid`, `--starter`, core files), all in
 //! `cli/src/args.rs`; and each front end's `--help`.
 //!
 //! The lookup diagnostic has a table of the same kind (`crate::lookup`).

@@ -156,7 +156,8 @@ pub fn live(snapshot: &Snapshot, slurm_job: Option<String>) -> Handoff {
 }
 
 /// The hand-off of core files (`mpiq core`): `files[i]` is process `i`'s
-/// core, its executable `exe` or the one the snapshot names.
+/// core, its executable `exe` or the one the snapshot names (a process
+/// whose executable is not there has no commands).
 pub fn cores(snapshot: &Snapshot, files: &[PathBuf], exe: Option<&Path>) -> Handoff {
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let openers = snapshot
@@ -164,11 +165,14 @@ pub fn cores(snapshot: &Snapshot, files: &[PathBuf], exe: Option<&Path>) -> Hand
         .iter()
         .zip(files)
         .map(|(p, core)| {
+            // Only an executable that is there (a core outlives its build).
             let exe = match exe {
                 Some(e) => absolute(e),
-                None if !p.executable.is_empty() => PathBuf::from(&p.executable),
-                None => return None,
+                None => PathBuf::from(&p.executable),
             };
+            if !exe.is_file() {
+                return None;
+            }
             Some(Opener::Core {
                 exe,
                 core: absolute(core),
