@@ -149,6 +149,29 @@ fn lldb_name(path: Option<&std::ffi::OsStr>) -> String {
     best.map_or_else(|| "lldb".into(), |(_, name)| name)
 }
 
+/// How the processes of a command can be opened again in a debugger.
+#[derive(Clone, Copy, Debug)]
+pub enum Reopen<'a> {
+    /// Live processes, by pid (`mpiq job`, `mpiq queues`); other nodes
+    /// through srun into this Slurm job when known, else ssh.
+    Live(Option<&'a str>),
+    /// Core files, one per process, and `--exe` (`mpiq core`).
+    Cores(&'a [PathBuf], Option<&'a Path>),
+    /// Not at all (`mpiq replay`: its processes are gone).
+    No,
+}
+
+impl Reopen<'_> {
+    /// The hand-off of a snapshot's processes, if they can be opened again.
+    pub fn handoff(self, snapshot: &Snapshot) -> Option<Handoff> {
+        match self {
+            Reopen::Live(slurm_job) => Some(live(snapshot, slurm_job.map(String::from))),
+            Reopen::Cores(files, exe) => Some(cores(snapshot, files, exe)),
+            Reopen::No => None,
+        }
+    }
+}
+
 /// The hand-off of live processes (`mpiq job`, `mpiq queues`): each one's
 /// pid and node; `slurm_job` reaches other nodes through srun.
 pub fn live(snapshot: &Snapshot, slurm_job: Option<String>) -> Handoff {

@@ -14,6 +14,7 @@ use mpiq::{DumpError, DumpOptions, ProcessSnapshot, Snapshot, Target, TargetErro
 use crate::args::{Cli, Command, DumpArgs, OutputFormat};
 use crate::core::{CoreError, CoreProcess};
 use crate::flamegraph::FlamegraphError;
+use crate::handoff::Reopen;
 use crate::job::JobError;
 use crate::live::{LiveError, LiveProcess};
 use crate::process::Process;
@@ -422,18 +423,6 @@ impl Outcome {
     }
 }
 
-/// How the processes of a command can be opened again in a debugger, for
-/// the commands that open one rank of each group ([`crate::handoff`]).
-enum Reopen<'a> {
-    /// Live processes, by pid; other nodes through srun into this Slurm
-    /// job when known, else ssh.
-    Live(Option<String>),
-    /// Core files, one per process, and `--exe`.
-    Cores(&'a [PathBuf], Option<&'a Path>),
-    /// Not at all (a replay).
-    No,
-}
-
 /// Analyses (when the command calls for it), renders, writes `--svg` and
 /// `--flamegraph`.
 fn finish(
@@ -461,12 +450,7 @@ fn finish(
         crate::flamegraph::write(&report, opts, path)?;
     }
     let shown = matches!(format, OutputFormat::Text | OutputFormat::Json) && report.analysis.is_some();
-    let handoff = match reopen {
-        _ if !shown => None,
-        Reopen::Live(slurm_job) => Some(crate::handoff::live(&report.snapshot, slurm_job)),
-        Reopen::Cores(files, exe) => Some(crate::handoff::cores(&report.snapshot, files, exe)),
-        Reopen::No => None,
-    };
+    let handoff = shown.then(|| reopen.handoff(&report.snapshot)).flatten();
     Ok(Outcome {
         stdout: report::render_with(&report, format, opts, handoff.as_ref()),
         verdict: report.verdict(),
@@ -498,13 +482,8 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
     match &cli.command {
         Command::Queues { pids, dump } => {
             let opts = dump_command(dump)?;
-            finish(
-                one(run_queues(pids, &opts, &rep)?),
-                false,
-                dump,
-                &opts,
-                Reopen::Live(None),
-            )
+            let snapshot = run_queues(pids, &opts, &rep)?;
+            finish(one(snapshot), false, dump, &opts, Reopen::Live(None))
         }
         Command::Core { files, exe, dump } => {
             let opts = dump_command(dump)?;
@@ -532,7 +511,7 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
                 options: dump.options.clone(),
             };
             // A job given by its Slurm id: other nodes through srun into it.
-            let slurm_job = slurm.as_ref().map(|s| s.split('.').next().unwrap_or(s).to_string());
+            let slurm_job = slurm.as_deref().and_then(|s| s.split('.').next());
             finish(
                 run_job(&source, &plan, &opts, &rep)?,
                 true,
