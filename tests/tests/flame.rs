@@ -1,7 +1,8 @@
 //! Flame graphs of the merged stacks and the hand-off to a full debugger:
 //!
 //! - `mpiq job --format folded` on barrier_vs_recv gives one folded line
-//!   per group of ranks, counted in ranks; `--flamegraph FILE.svg` writes
+//!   per group of ranks, counted in ranks (gdb's and lldb's `--folded` the
+//!   same, of the rank they read); `--flamegraph FILE.svg` writes
 //!   the same stacks as an SVG (inferno), the report still on stdout; a
 //!   file that cannot be written fails the command (exit 1) before any
 //!   rank is stopped;
@@ -20,7 +21,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mpiq_tests::fixtures::WorkDir;
-use mpiq_tests::frontends::{artifacts_dir, cli, lldb_binary, workspace_root};
+use mpiq_tests::frontends::{self, artifacts_dir, cli, lldb_binary, workspace_root};
 use mpiq_tests::run::{run, Run};
 use mpiq_tests::{gdb, Example, Job, Mpi};
 use serde_json::Value;
@@ -102,6 +103,17 @@ fn live(mpi: Mpi) {
         "{}",
         r.all()
     );
+
+    // gdb's and lldb's --folded: the same lines, of the ranks they read.
+    let g = frontends::gdb(pid(1), &["info mpi-queues --folded"]);
+    // (gdb prints where it attached on stdout too)
+    let folded: Vec<&str> = g.stdout.lines().filter(|l| l.starts_with("main;")).collect();
+    assert_eq!(folded, ["main;exchange;MPI_Recv 1"], "{g}");
+    g.assert_no_python_errors();
+    if artifacts_dir().join("libmpiq_lldb.so").is_file() {
+        let l = frontends::lldb(pid(0), &["mpi queues --folded"]);
+        assert_eq!(l.lldb_output_of("mpi queues --folded"), "main;MPI_Barrier 1", "{l}");
+    }
 
     // --flamegraph: the SVG beside the usual report.
     let dir = WorkDir::new(&format!("flame-{}", mpi.name()));
