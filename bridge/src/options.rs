@@ -12,8 +12,8 @@
 //! debugger front ends (`--targets`, which gdb and lldb read to pick their
 //! inferiors or targets; the bridge accepts and keeps it). Options that one
 //! front end alone has are not in the table: the CLI's output options
-//! `--format text|json|dot|csv`, `--svg FILE` and `--no-analysis` and the way
-//! it names processes (`--pid`, `--starter`, core files), all in
+//! `--format text|json|dot|csv|folded`, `--svg FILE`, `--flamegraph FILE`
+//! and `--no-analysis` and the way it names processes (`--pid`, `--starter`, core files), all in
 //! `cli/src/args.rs`; and each front end's `--help`.
 //!
 //! The lookup diagnostic has a table of the same kind (`crate::lookup`).
@@ -31,6 +31,9 @@ pub enum Format {
     Text,
     /// `mpiq.snapshot/2` JSON.
     Json,
+    /// The merged call stacks in the collapsed format of flamegraph.pl and
+    /// inferno (`crate::render::folded`).
+    Folded,
 }
 
 /// Options of a dump, as given to `info mpi-queues`, `mpi queues` or `mpiq`.
@@ -277,6 +280,15 @@ pub const DUMP_OPTIONS: &[OptionSpec<DumpOptions>] = &[
             Ok(())
         },
     ),
+    OptionSpec::switch(
+        "folded",
+        "print the merged call stacks as folded lines for flamegraph.pl or inferno (frames outermost \
+         first joined by ;, a space, then the number of ranks), instead of the queues",
+        |o, _| {
+            o.format = Format::Folded;
+            Ok(())
+        },
+    ),
     OptionSpec::valued(
         "record",
         "FILE",
@@ -453,7 +465,13 @@ pub fn parse_with<T: Default, S: AsRef<str>>(table: &[OptionSpec<T>], args: &[S]
 impl DumpOptions {
     /// Parses already split arguments (the options of [`DUMP_OPTIONS`]).
     pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Self, UsageError> {
-        parse_with(DUMP_OPTIONS, args)
+        let o: DumpOptions = parse_with(DUMP_OPTIONS, args)?;
+        if o.format == Format::Folded && o.no_stacks {
+            return Err(UsageError(
+                "--folded prints the call stacks, which --no-stacks does not read".into(),
+            ));
+        }
+        Ok(o)
     }
 
     /// Parses a command line as a debugger passes it (split on white space,

@@ -22,6 +22,8 @@ Examples:
   mpiq job --starter 4200 --stacks         every frame of every thread, the
                                            ranks' stacks merged into a tree
   mpiq job --starter 4200 --svg waits.svg  also draw the wait-for graph
+  mpiq job --starter 4200 --flamegraph f.svg  also draw the merged stacks as a
+                                           flame graph (--format folded: its input)
   mpiq core core.4242 core.4243            core files written by gdb's gcore
   mpiq queues --pid 4242 --queue receives --comm MPI_COMM_WORLD
   mpiq stacks --pid 4242                   every thread's call stack, like gdb's bt
@@ -301,6 +303,8 @@ pub enum OutputFormat {
     Dot,
     /// The edges of the wait-for graph, one per line.
     Csv,
+    /// The merged call stacks as folded lines (flamegraph.pl, inferno).
+    Folded,
 }
 
 /// The help heading of the options every front end has.
@@ -324,6 +328,8 @@ pub struct DumpArgs {
     /// Also render the wait-for graph as SVG into FILE (needs graphviz's
     /// `dot`).
     pub svg: Option<PathBuf>,
+    /// Also draw the merged call stacks as a flame graph (SVG) into FILE.
+    pub flamegraph: Option<PathBuf>,
     /// Show the queues only, without the cross-rank analysis.
     pub no_analysis: bool,
     /// The bridge's options as given (`--all`, `--queue Q`, ...), for
@@ -340,7 +346,7 @@ impl Args for DumpArgs {
                 .value_parser(clap::value_parser!(OutputFormat))
                 .help(
                     "Output format: text, json (mpiq.snapshot/2 plus \"analysis\"), dot (the wait-for graph \
-                     for graphviz) or csv (its edges)",
+                     for graphviz), csv (its edges) or folded (the merged stacks for flamegraph.pl or inferno)",
                 )
                 .help_heading(OUTPUT_HEADING),
         )
@@ -350,6 +356,14 @@ impl Args for DumpArgs {
                 .value_name("FILE")
                 .value_parser(clap::value_parser!(PathBuf))
                 .help("Also render the wait-for graph as SVG into FILE (needs graphviz's `dot`)")
+                .help_heading(OUTPUT_HEADING),
+        )
+        .arg(
+            Arg::new("flamegraph")
+                .long("flamegraph")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help("Also draw the merged call stacks as a flame graph (SVG) into FILE, widths in ranks")
                 .help_heading(OUTPUT_HEADING),
         )
         .arg(
@@ -373,6 +387,7 @@ impl FromArgMatches for DumpArgs {
         Ok(DumpArgs {
             format: m.get_one::<OutputFormat>("format").copied(),
             svg: m.get_one::<PathBuf>("svg").cloned(),
+            flamegraph: m.get_one::<PathBuf>("flamegraph").cloned(),
             no_analysis: m.get_flag("no_analysis"),
             options: table_values(DUMP_OPTIONS, m),
         })
@@ -480,18 +495,24 @@ fn table_values<T>(table: &'static [OptionSpec<T>], m: &ArgMatches) -> Vec<Strin
 impl DumpArgs {
     /// The output format (`--json` is `--format json`).
     pub fn output_format(&self) -> Result<OutputFormat, UsageError> {
-        let json = DumpOptions::parse(&self.options)?.format == Format::Json;
-        let f = match (self.format, json) {
-            (Some(f), true) if f != OutputFormat::Json => {
+        let flag = |name: &str| self.options.iter().any(|o| o == name);
+        let given = match (flag("--json"), flag("--folded")) {
+            (true, true) => return Err(UsageError("--json and --folded disagree".into())),
+            (true, false) => Some(("--json", OutputFormat::Json)),
+            (false, true) => Some(("--folded", OutputFormat::Folded)),
+            (false, false) => None,
+        };
+        let f = match (self.format, given) {
+            (Some(f), Some((name, g))) if f != g => {
                 return Err(UsageError(format!(
-                    "--json and --format {} disagree",
+                    "{name} and --format {} disagree",
                     f.to_possible_value()
                         .map_or_else(String::new, |v| v.get_name().to_string())
                 )))
             }
             (Some(f), _) => f,
-            (None, true) => OutputFormat::Json,
-            (None, false) => OutputFormat::Text,
+            (None, Some((_, g))) => g,
+            (None, None) => OutputFormat::Text,
         };
         if self.no_analysis && matches!(f, OutputFormat::Dot | OutputFormat::Csv) {
             return Err(UsageError(
@@ -507,8 +528,14 @@ impl DumpArgs {
         let mut opts = DumpOptions::parse(&self.options)?;
         opts.format = match self.output_format()? {
             OutputFormat::Json => Format::Json,
+            OutputFormat::Folded => Format::Folded,
             _ => Format::Text,
         };
+        if opts.no_stacks && (opts.format == Format::Folded || self.flamegraph.is_some()) {
+            return Err(UsageError(
+                "--format folded and --flamegraph show the call stacks, which --no-stacks does not read".into(),
+            ));
+        }
         Ok(opts)
     }
 }
@@ -606,6 +633,20 @@ mod tests {
         assert!(parse(&["--format", "xml"]).is_err());
         assert!(parse(&["--samples", "3"]).is_err());
         assert!(parse(&["--svg", "x.svg", "--no-analysis"]).is_err());
+        let (d, ..) = parse(&["--format", "folded", "--flamegraph", "f.svg", "--no-analysis"]).unwrap();
+        assert_eq!(d.output_format().unwrap(), OutputFormat::Folded);
+        assert_eq!(d.to_options().unwrap().format, Format::Folded);
+        assert_eq!(d.flamegraph, Some(PathBuf::from("f.svg")));
+        let (d, ..) = parse(&["--folded"]).unwrap();
+        assert_eq!(d.to_options().unwrap().format, Format::Folded);
+        for bad in [
+            &["--folded", "--json"][..],
+            &["--folded", "--format", "text"],
+            &["--format", "folded", "--no-stacks"],
+            &["--flamegraph", "f.svg", "--no-stacks"],
+        ] {
+            assert!(parse(bad).unwrap().0.to_options().is_err(), "{bad:?}");
+        }
         let (_, samples, interval) = parse(&["--samples", "1", "--interval", "20"]).unwrap();
         assert_eq!((samples, interval), (1, 20));
     }

@@ -29,6 +29,11 @@ pub mod debugfile;
 pub mod dwarf;
 /// One ELF object: headers, symbols, debug links.
 pub mod elf;
+/// `--flamegraph FILE.svg`: the merged stacks drawn by inferno.
+pub mod flamegraph;
+/// Where gdb's `mpiq.py` and lldb's plugin are, for the commands that open
+/// one rank of each group in a debugger.
+pub mod handoff;
 /// A process image: objects in search order; symbol and type lookups.
 pub mod image;
 /// A starter's `MPIR_proctable` or `MPI2DD_info` proctable: the ranks of a job.

@@ -2,13 +2,15 @@
 //! bridge renders it ([`mpiq::render::report`], text or JSON, which every
 //! front end could print), or the CLI's own outputs of the analysis: a
 //! graphviz graph (with the merged stacks), CSV edges, an SVG file; and the
-//! exit status the verdict maps to.
+//! exit status the verdict maps to. (`--format folded` is the bridge's;
+//! `--flamegraph` is [`crate::flamegraph`].)
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use mpiq::analysis::{self, Verdict};
+use mpiq::render::handoff::Handoff;
 pub use mpiq::render::{Report, Samples};
 use mpiq::DumpOptions;
 
@@ -33,10 +35,18 @@ pub fn exit_code(verdict: Option<Verdict>) -> u8 {
 /// analysis, which is about the whole job; `opts.format` is JSON when
 /// `format` is); the wait-for graph for graphviz or as CSV edges.
 pub fn render(report: &Report, format: OutputFormat, opts: &DumpOptions) -> String {
+    render_with(report, format, opts, None)
+}
+
+/// [`render`], with the commands that open one rank of each group of the
+/// merged stacks in gdb and lldb in the text and JSON
+/// ([`Report::render_with`]); `--format folded` is the merged stacks alone
+/// (`opts.format` is folded then).
+pub fn render_with(report: &Report, format: OutputFormat, opts: &DumpOptions, handoff: Option<&Handoff>) -> String {
     match (format, &report.analysis) {
         (OutputFormat::Dot, Some(_)) => report.graph_dot(opts).unwrap_or_default(),
         (OutputFormat::Csv, Some(a)) => analysis::render_csv(a),
-        _ => report.render(opts),
+        _ => report.render_with(opts, handoff),
     }
 }
 

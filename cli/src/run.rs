@@ -13,6 +13,8 @@ use mpiq::{DumpError, DumpOptions, ProcessSnapshot, Snapshot, Target, TargetErro
 
 use crate::args::{Cli, Command, DumpArgs, OutputFormat};
 use crate::core::{CoreError, CoreProcess};
+use crate::flamegraph::FlamegraphError;
+use crate::handoff::Reopen;
 use crate::job::JobError;
 use crate::live::{LiveError, LiveProcess};
 use crate::process::Process;
@@ -65,6 +67,9 @@ pub enum RunError {
     /// `--svg FILE` could not be written.
     #[error(transparent)]
     Svg(#[from] SvgError),
+    /// `--flamegraph FILE` could not be written.
+    #[error(transparent)]
+    Flamegraph(#[from] FlamegraphError),
 }
 
 impl RunError {
@@ -418,8 +423,15 @@ impl Outcome {
     }
 }
 
-/// Analyses (when the command calls for it), renders, writes `--svg`.
-fn finish(samples: Samples, whole_job: bool, dump: &DumpArgs, opts: &DumpOptions) -> Result<Outcome, RunError> {
+/// Analyses (when the command calls for it), renders, writes `--svg` and
+/// `--flamegraph`.
+fn finish(
+    samples: Samples,
+    whole_job: bool,
+    dump: &DumpArgs,
+    opts: &DumpOptions,
+    reopen: Reopen,
+) -> Result<Outcome, RunError> {
     let format = dump.output_format()?;
     let analyse = !dump.no_analysis
         && (whole_job
@@ -434,8 +446,13 @@ fn finish(samples: Samples, whole_job: bool, dump: &DumpArgs, opts: &DumpOptions
     if let (Some(path), Some(graph)) = (&dump.svg, report.graph_dot(opts)) {
         report::write_svg(&graph, path)?;
     }
+    if let Some(path) = &dump.flamegraph {
+        crate::flamegraph::write(&report, opts, path)?;
+    }
+    let shown = matches!(format, OutputFormat::Text | OutputFormat::Json) && report.analysis.is_some();
+    let handoff = shown.then(|| reopen.handoff(&report.snapshot)).flatten();
     Ok(Outcome {
-        stdout: report::render(&report, format, opts),
+        stdout: report::render_with(&report, format, opts, handoff.as_ref()),
         verdict: report.verdict(),
         status: None,
     })
@@ -457,16 +474,21 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
             // Before any process is stopped.
             report::check_dot()?;
         }
+        if let Some(path) = &dump.flamegraph {
+            crate::flamegraph::check_path(path)?;
+        }
         Ok(opts)
     };
     match &cli.command {
         Command::Queues { pids, dump } => {
             let opts = dump_command(dump)?;
-            finish(one(run_queues(pids, &opts, &rep)?), false, dump, &opts)
+            let snapshot = run_queues(pids, &opts, &rep)?;
+            finish(one(snapshot), false, dump, &opts, Reopen::Live(None))
         }
         Command::Core { files, exe, dump } => {
             let opts = dump_command(dump)?;
-            finish(one(run_core(files, exe.as_deref(), &opts, &rep)?), false, dump, &opts)
+            let snapshot = run_core(files, exe.as_deref(), &opts, &rep)?;
+            finish(one(snapshot), false, dump, &opts, Reopen::Cores(files, exe.as_deref()))
         }
         Command::Job {
             starter,
@@ -488,7 +510,15 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
                 node_timeout: Duration::from_secs(*node_timeout),
                 options: dump.options.clone(),
             };
-            finish(run_job(&source, &plan, &opts, &rep)?, true, dump, &opts)
+            // A job given by its Slurm id: other nodes through srun into it.
+            let slurm_job = slurm.as_deref().and_then(|s| s.split('.').next());
+            finish(
+                run_job(&source, &plan, &opts, &rep)?,
+                true,
+                dump,
+                &opts,
+                Reopen::Live(slurm_job),
+            )
         }
         Command::Collect {
             node,
@@ -510,7 +540,7 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
         ),
         Command::Replay { file, dump } => {
             let opts = dump_command(dump)?;
-            finish(one(run_replay(file, &opts)?), false, dump, &opts)
+            finish(one(run_replay(file, &opts)?), false, dump, &opts, Reopen::No)
         }
         Command::Stacks { pids, cores, exe, json } => run_stacks(pids, cores, exe.as_deref(), *json, &rep),
         Command::Lookup { pid, core, questions } => {

@@ -1,9 +1,13 @@
 //! The one text renderer and the JSON writer, shared by every front end;
 //! [`report`]: a snapshot with its cross-rank analysis; [`tree`]: every
-//! rank's stacks merged (text, JSON, graphviz).
+//! rank's stacks merged (text, JSON, graphviz); [`folded`]: the merged
+//! stacks as flame graph input; [`handoff`]: the commands that open one
+//! rank of each group of the merged stacks in gdb or lldb.
 
 use std::fmt::Write;
 
+pub mod folded;
+pub mod handoff;
 pub mod report;
 mod stacks;
 pub mod tree;
@@ -13,12 +17,13 @@ pub use report::{Report, Samples};
 use crate::options::{DumpOptions, Format};
 use crate::snapshot::model::*;
 
-/// Renders a snapshot as the options ask (text or JSON), applying the
-/// `--comm` and `--queue` filters.
+/// Renders a snapshot as the options ask (text or JSON, applying the
+/// `--comm` and `--queue` filters; or the merged stacks as folded lines).
 pub fn render(snapshot: &Snapshot, opts: &DumpOptions) -> String {
     match opts.format {
         Format::Text => render_text(snapshot, opts),
         Format::Json => render_json(snapshot, opts),
+        Format::Folded => folded::render(snapshot, opts),
     }
 }
 

@@ -5,8 +5,11 @@
 //! top-level `"analysis"` and `"stack_tree"` JSON values. Every front end
 //! can print the same report; the CLI does (its graphviz, CSV and SVG
 //! outputs of the wait-for graph are its own; [`Report::graph_dot`] adds the
-//! merged stacks to the graph).
+//! merged stacks to the graph). [`Report::render_with`] adds the commands
+//! that open one rank of each group in gdb or lldb ([`super::handoff`]);
+//! `--folded` prints the merged stacks alone ([`super::folded`]).
 
+use super::handoff::{self, Handoff};
 use crate::analysis::{self, Analysis, Verdict};
 use crate::options::{DumpOptions, Format};
 use crate::snapshot::model::Snapshot;
@@ -93,13 +96,28 @@ impl Report {
 
     /// The report as `opts.format` asks: the snapshot (its communicators and
     /// queues filtered by `opts`), then where the ranks are and the
-    /// analysis, which are about the whole job and never filtered.
+    /// analysis, which are about the whole job and never filtered; or the
+    /// merged stacks as folded lines ([`super::folded`]).
     pub fn render(&self, opts: &DumpOptions) -> String {
+        self.render_with(opts, None)
+    }
+
+    /// [`Report::render`], with the commands that open one rank of each
+    /// group of the merged stacks in gdb and lldb ([`super::handoff`]): in
+    /// the text after where the ranks are, in JSON as `debug_commands`
+    /// after `stack_tree`. Only with an analysis and stacks, as the merged
+    /// stacks themselves.
+    pub fn render_with(&self, opts: &DumpOptions, handoff: Option<&Handoff>) -> String {
         let Some(a) = &self.analysis else {
             return super::render(&self.snapshot, opts);
         };
-        let tree = self.stack_tree(opts);
+        let tree = self.stack_tree(opts).filter(|_| opts.format != Format::Folded);
+        let groups = match (&tree, handoff) {
+            (Some(_), Some(h)) => handoff::groups(&self.snapshot, h),
+            _ => Vec::new(),
+        };
         match opts.format {
+            Format::Folded => super::folded::render(&self.snapshot, opts),
             Format::Text => {
                 let mut out = super::render(&self.snapshot, opts);
                 if let Some(tree) = &tree {
@@ -108,6 +126,10 @@ impl Report {
                     }
                     out.push_str(&super::tree::text(tree));
                 }
+                if let (Some(h), false) = (handoff, groups.is_empty()) {
+                    out.push('\n');
+                    out.push_str(&handoff::text(&groups, &h.debuggers));
+                }
                 if !out.is_empty() {
                     out.push('\n');
                 }
@@ -115,14 +137,16 @@ impl Report {
                 out
             }
             Format::Json => {
-                let out = with_analysis_json(&super::render(&self.snapshot, opts), a);
-                match &tree {
-                    Some(tree) => {
-                        let value = serde_json::to_string_pretty(&super::tree::tree_json(tree)).unwrap_or_default();
-                        with_key_json(&out, "stack_tree", &value)
-                    }
-                    None => out,
+                let mut out = with_analysis_json(&super::render(&self.snapshot, opts), a);
+                if let Some(tree) = &tree {
+                    let value = serde_json::to_string_pretty(&super::tree::tree_json(tree)).unwrap_or_default();
+                    out = with_key_json(&out, "stack_tree", &value);
                 }
+                if let (Some(h), false) = (handoff, groups.is_empty()) {
+                    let value = serde_json::to_string_pretty(&handoff::json(&groups, &h.debuggers)).unwrap_or_default();
+                    out = with_key_json(&out, "debug_commands", &value);
+                }
+                out
             }
         }
     }
