@@ -250,6 +250,7 @@ mod tests {
             file: None,
             line: None,
             inlined: false,
+            python: false,
         };
         let mut inlined = weird("inlined_helper");
         inlined.inlined = true;
