@@ -12,6 +12,7 @@ use crate::snapshot::model::ThreadStack;
 pub mod answers;
 pub mod cache;
 pub mod record;
+pub mod session;
 
 /// A type handle chosen by the front end (an index into its own table, a
 /// DWARF offset, ...). The bridge only hands it back.
