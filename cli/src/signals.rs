@@ -23,6 +23,16 @@ use nix::unistd::Pid;
 /// Set once a terminating signal arrived.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
+/// Run on a terminating signal before mpiq exits (`mpiq watch` puts the
+/// terminal back), after every process was released.
+static EXIT_HOOK: Mutex<Option<fn()>> = Mutex::new(None);
+
+/// Sets (or clears) the function a terminating signal runs before mpiq
+/// exits.
+pub fn set_exit_hook(hook: Option<fn()>) {
+    *EXIT_HOOK.lock().unwrap_or_else(|e| e.into_inner()) = hook;
+}
+
 /// The signals handled.
 const SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
@@ -95,6 +105,9 @@ pub fn install() -> nix::Result<()> {
             }
             INTERRUPTED.store(true, Ordering::SeqCst);
             let n = crate::ptrace::detach_everything(Duration::from_secs(5));
+            if let Some(hook) = *EXIT_HOOK.lock().unwrap_or_else(|e| e.into_inner()) {
+                hook();
+            }
             eprintln!(
                 "mpiq: {}: stopped; released {n} process{}",
                 sig.as_str(),
