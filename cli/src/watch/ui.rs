@@ -179,6 +179,9 @@ fn draw_header(f: &mut Frame, area: Rect, session: &Session, view: &View) {
         None => first.push_str("   no sample yet"),
     }
     first.push_str(&format!("   every {:.1?}", view.interval));
+    if let Some(r) = view.replay.as_ref().filter(|r| session.len() < r.total) {
+        first.push_str(&format!("   [replaying: {} of {} read]", session.len(), r.total));
+    }
     let flags = match (&view.replay, view.paused, view.sampling) {
         (Some(r), ..) if r.playing => "   [playing]",
         (Some(_), ..) => "",
