@@ -303,3 +303,6 @@ fn event_loop(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

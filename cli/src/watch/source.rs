@@ -4,7 +4,7 @@
 //! each added to the session recording), or a recording's samples replayed
 //! one after the other.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -144,7 +144,7 @@ pub fn replay_sample(sample: RecordedSample, opts: &DumpOptions) -> Result<Snaps
 
 /// Loads a recording (in the caller: a bad file is an error before the
 /// screen starts).
-pub fn load(file: &PathBuf) -> Result<Vec<RecordedSample>, RunError> {
+pub fn load(file: &Path) -> Result<Vec<RecordedSample>, RunError> {
     let recording = RecordingFile::load(file).map_err(|e| RunError::Replay(e.to_string()))?;
     Ok(RecordedSample::all_of(recording))
 }
