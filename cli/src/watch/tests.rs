@@ -3,8 +3,6 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use mpiq::{Frame as StackFrame, ProcessSnapshot, Snapshot, Stacks, ThreadStack};
-use ratatui::backend::TestBackend;
-use ratatui::Terminal;
 
 use super::model::{group, letter, where_line, Key, Session};
 use super::ui::{self, Mode, Replaying, View};
@@ -192,13 +190,7 @@ fn key(code: KeyCode) -> KeyEvent {
 }
 
 fn screen(session: &Session, view: &mut View, w: u16, h: u16) -> Vec<String> {
-    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
-    t.draw(|f| ui::draw(f, session, view, &mpiq::DumpOptions::default()))
-        .unwrap();
-    let buf = t.backend().buffer().clone();
-    (0..h)
-        .map(|y| (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect::<String>())
-        .collect()
+    ui::draw_text(session, view, &mpiq::DumpOptions::default(), w, h).unwrap()
 }
 
 #[test]

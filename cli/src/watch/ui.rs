@@ -323,3 +323,22 @@ fn draw_detail(
     );
     f.render_widget(Paragraph::new(text).scroll((scroll, 0)), rest);
 }
+
+/// The screen as text, drawn on ratatui's `TestBackend` (`width` x
+/// `height`): for tests and the benchmark (`mpiq-bench watch`).
+pub fn draw_text(
+    session: &Session,
+    view: &mut View,
+    opts: &mpiq::DumpOptions,
+    width: u16,
+    height: u16,
+) -> std::io::Result<Vec<String>> {
+    let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(width, height))
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    t.draw(|f| draw(f, session, view, opts))
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let buf = t.backend().buffer();
+    Ok((0..height)
+        .map(|y| (0..width).map(|x| buf[(x, y)].symbol()).collect::<String>())
+        .collect())
+}
