@@ -276,17 +276,44 @@ fn watch_a_job(mpi: Mpi) {
         Some(watch_pid),
         "the pane's process is the watch (tracer thread {tracer})"
     );
-    nix_kill9(watch_pid);
+    kill(watch_pid, "-9");
     assert_released(&pids, "after kill -9 of the watch");
     drop(t);
     assert!(pids.iter().all(|&p| Job::is_running(p)));
+
+    // SIGTERM in the middle of a sample: the ranks released, the terminal put back.
+    let mut command = vec!["MPIQ_TEST_HOLD_MS=3000".to_string()];
+    command.extend(wrapped(&["watch", "--starter", &starter_s]));
+    command.insert(0, "env".into());
+    let t = Tmux::start(&command);
+    t.wait_for("the first sample", minute, |s| s.contains("sample 1 at"));
+    let deadline = Instant::now() + minute;
+    while !pids.iter().all(|&p| state(p) == Some('t')) {
+        assert!(
+            Instant::now() < deadline,
+            "the ranks were never seen stopped by a sample"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The watch is the process that traces them (the pane's is its shell).
+    let watch_pid = tgid(tracer_pid(pids[0]).unwrap_or(0)).expect("the tracer's process");
+    kill(watch_pid, "-TERM");
+    assert_released(&pids, "after SIGTERM to the watch");
+    let screen = t.wait_for("mpiq to exit", minute, |s| s.contains("MPIQ-EXIT="));
+    assert!(screen.contains("MPIQ-EXIT=143"), "{screen}");
+    assert!(screen.contains("mpiq: SIGTERM: stopped; released"), "{screen}");
+    assert!(
+        !screen.contains("history (newest right)"),
+        "the screen is put back:\n{screen}"
+    );
+    drop(t);
 }
 
-/// `kill -9 PID` (the watch this test started, by its pid).
-fn nix_kill9(pid: u32) {
+/// `kill SIGNAL PID` (the watch this test started, by its pid).
+fn kill(pid: u32, signal: &str) {
     let r = run({
         let mut c = Command::new("kill");
-        c.args(["-9", &pid.to_string()]);
+        c.args([signal, &pid.to_string()]);
         c
     });
     assert_eq!(r.code(), Some(0), "{}", r.all());

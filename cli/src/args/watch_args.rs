@@ -76,7 +76,7 @@ pub struct WatchArgs {
     pub slurm: Option<String>,
     /// A session recording to show instead of a job.
     pub replay: Option<PathBuf>,
-    /// Time between samples.
+    /// How long the ranks run between two samples.
     pub interval: std::time::Duration,
     /// Seconds another node's collector may take.
     pub node_timeout: u64,
@@ -132,7 +132,7 @@ impl Args for WatchArgs {
                 .value_name("TIME")
                 .default_value("1s")
                 .value_parser(super::parse_positive_duration)
-                .help("Time between samples (500ms, 2s, 1m; a number is seconds); with --replay, between the samples played"),
+                .help("How long the ranks run between two samples (500ms, 2s, 1m; a number is seconds); with --replay, the time between the samples played"),
         )
         .arg(
             Arg::new("node_timeout")

@@ -210,8 +210,8 @@ pub struct WatchSample {
     /// Every rank, as `mpiq job --samples 1` reads them.
     pub snapshot: Snapshot,
     /// With `--record`: what the ranks read here answered, one recording
-    /// per rank in the snapshot's order of them (other nodes' collectors
-    /// record nothing).
+    /// per rank in the order they were read (other nodes' collectors record
+    /// nothing).
     pub recordings: Vec<mpiq::record::Recording>,
 }
 

@@ -118,6 +118,14 @@ fn fit(text: &str, width: usize) -> String {
     s
 }
 
+/// `text` in at most `width` columns, cut at the end with `~`.
+fn fit_right(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    fit(text, width)
+}
+
 /// Draws the whole screen.
 pub fn draw(f: &mut Frame, session: &Session, view: &mut View, opts: &mpiq::DumpOptions) {
     let [header, body, legend, help, status] = Layout::vertical([
@@ -271,7 +279,10 @@ fn draw_list(f: &mut Frame, area: Rect, session: &Session, view: &mut View) {
             base
         };
         let mut spans = vec![
-            Span::styled(format!("{mark}{:>who_w$} {:>pid_w$}  ", r.who, r.pid), base),
+            Span::styled(
+                format!("{mark}{:>who_w$} {:>pid_w$}  ", fit_right(&r.who, who_w), r.pid),
+                base,
+            ),
             Span::styled(fit(&r.where_, where_w), where_style),
             Span::styled("  ", base),
         ];
