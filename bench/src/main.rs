@@ -38,7 +38,7 @@ usage: mpiq-bench [--mpi openmpi,mpich] [--k 10,1000,10000,100000] [--reps N]
        mpiq-bench cli-warm PID [--reps N] [--in-process]
        mpiq-bench stacks [--ranks 128] [--reps 5] [--mpi openmpi] [--depths 10,100,1000,10000]
        mpiq-bench nodes [--nodes 8] [--per-node 32] [--reps 5] [--mpi mpich]
-       mpiq-bench watch [--ranks 128] [--samples 6] [--mpi openmpi] [--record] [--replay FILE]";
+       mpiq-bench watch [--ranks 128] [--samples 6] [--mpi openmpi] [--idle] [--record] [--replay FILE]";
 
 /// What to measure.
 struct Plan {

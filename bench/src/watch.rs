@@ -111,13 +111,16 @@ fn print(what: &str, t: &Times, first: Option<f64>) {
     println!("| **one refresh** (sample + analysis + screen) | **{total:.1}** |");
 }
 
-/// `mpiq-bench watch [--ranks 128] [--samples 6] [--mpi openmpi] [--record] [--replay FILE]`.
+/// `mpiq-bench watch [--ranks 128] [--samples 6] [--mpi openmpi] [--idle] [--record] [--replay FILE]`:
+/// `barrier_vs_recv` (rank 0 in `MPI_Barrier`, the others in `MPI_Recv`), or
+/// with `--idle` `many_ops 10` (every rank in `pause()`).
 pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
     let mut ranks = 128;
     let mut samples = 6;
     let mut mpi = mpiq_tests::Mpi::OpenMpi;
     let mut record = false;
     let mut replay = None;
+    let mut idle = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().cloned().ok_or_else(|| format!("{a} needs a value"));
@@ -126,6 +129,7 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
             "--samples" => samples = value()?.parse().map_err(|e| format!("--samples: {e}"))?,
             "--mpi" => mpi = parse_mpi(&value()?)?,
             "--record" => record = true,
+            "--idle" => idle = true,
             "--replay" => replay = Some(value()?),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -150,11 +154,16 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
         );
         return Ok(());
     }
-    eprintln!(
-        "[watch] {mpi} barrier_vs_recv on {ranks} ranks (load {})",
-        proc::loadavg()
-    );
-    let job = Job::builder(mpi, Example::BarrierVsRecv)
+    // Open MPI's ranks spin in a blocking receive (128 of them load 2 cores
+    // to 100+); `many_ops 10`'s sleep in pause().
+    let (example, example_args): (Example, &[&str]) = if idle {
+        (Example::ManyOps, &["10"])
+    } else {
+        (Example::BarrierVsRecv, &[])
+    };
+    eprintln!("[watch] {mpi} {example} on {ranks} ranks (load {})", proc::loadavg());
+    let job = Job::builder(mpi, example)
+        .args(example_args.iter().map(|s| s.to_string()))
         .nprocs(ranks)
         .ready_timeout(Duration::from_secs(600))
         .lifetime_secs(3600)
@@ -205,7 +214,7 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
     let size = std::fs::metadata(&rec).map(|m| m.len()).unwrap_or(0);
     print(
         &format!(
-            "`mpiq watch --starter P{}` on {mpi} `barrier_vs_recv`, {ranks} ranks ({samples} samples, load {}{})",
+            "`mpiq watch --starter P{}` on {mpi} `{example}`, {ranks} ranks ({samples} samples, load {}{})",
             if record { " --record" } else { "" },
             proc::loadavg(),
             if record {

@@ -192,9 +192,15 @@ pub fn run(args: &WatchArgs) -> Result<Outcome, RunError> {
     crate::ptrace::detach_everything(Duration::from_secs(5));
     if let Some((cmd, handle)) = sampler {
         let _ = cmd.send(Cmd::Quit);
-        // A recording being written is finished first (bounded).
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !handle.is_finished() && Instant::now() < deadline {
+        // A sample being recorded is finished first (bounded: a sample of
+        // many ranks is hundreds of MB to compress).
+        let start = Instant::now();
+        let mut said = false;
+        while !handle.is_finished() && start.elapsed() < Duration::from_secs(300) {
+            if !said && start.elapsed() > Duration::from_secs(1) && opts.record.is_some() {
+                eprintln!("mpiq watch: finishing the recording of the last sample...");
+                said = true;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }

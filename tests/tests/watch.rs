@@ -224,7 +224,7 @@ fn watch_a_job(mpi: Mpi) {
     assert_released(&pids, "after q");
     drop(t);
 
-    // The recording: `mpiq replay` gives the last sample, `mpiq watch --replay` the session.
+    // The recording: `mpiq replay` gives the first sample, `mpiq watch --replay` the session.
     let r = cli(&["replay", &rec, "--json"]);
     let v = r.json_exact();
     assert_eq!(v["processes"].as_array().map(Vec::len), Some(n), "{}", r.all());

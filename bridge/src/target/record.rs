@@ -8,7 +8,7 @@
 //! same JSON uncompressed, is still read.
 //!
 //! A session of several samples (`mpiq watch --record`) adds `samples`, every
-//! sample in order with its time; `processes` is then its last sample, so
+//! sample in order with its time; `processes` is then its first sample, so
 //! that whatever reads one dump reads the file as before
 //! ([`super::session`] writes it as it goes).
 
@@ -33,7 +33,7 @@ pub struct RecordingFile {
     pub schema: String,
     /// mpiq version that wrote it.
     pub mpiq_version: String,
-    /// One recording per process (of a session: its last sample).
+    /// One recording per process (of a session: its first sample).
     pub processes: Vec<Recording>,
     /// Every sample of a session (`mpiq watch --record`), oldest first;
     /// absent from the recording of one dump.

@@ -17,7 +17,7 @@ Examples:
   mpiq watch --replay session.rec
       the recorded session again, with no process (left/right step through it)
   mpiq replay session.rec
-      its last sample as `mpiq job` shows it
+      its first sample as `mpiq job` shows it
 
 The screen: a header (the job, the sample number and time, how long the sample
 took, the verdict of the same analysis `mpiq job` prints, on this sample and the
@@ -57,7 +57,7 @@ them running too (they are seized with PTRACE_SEIZE, which the kernel ends).
 
 --record FILE keeps every sample in one recording (mpiq.recording/2 with a
 `samples` list; docs/json-schema.md), written after each sample: `mpiq watch
---replay FILE` shows the session again, `mpiq replay FILE` its last sample.
+--replay FILE` shows the session again, `mpiq replay FILE` its first sample.
 While recording, the calls' state digests are not read (a recording holds no
 stack memory), as with `mpiq job --record`.
 

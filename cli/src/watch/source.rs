@@ -89,28 +89,33 @@ impl Live {
             let _ = tx.send(Msg::Sampling);
             let start = Instant::now();
             let time_ms = now_ms();
-            let msg = match watch_sample(&self.source, &self.opts, &self.options, self.node_timeout) {
-                Ok(s) => {
-                    let took_ms = Some(start.elapsed().as_millis() as u64);
-                    if let Some(w) = &mut self.writer {
-                        if let Err(e) = w.add(time_ms, &s.recordings) {
-                            let _ = tx.send(Msg::Failed(format!("the recording: {e}")));
-                        }
-                    }
+            let (msg, recordings) = match watch_sample(&self.source, &self.opts, &self.options, self.node_timeout) {
+                Ok(s) => (
                     Msg::Sample {
                         snapshot: s.snapshot,
                         time_ms,
-                        took_ms,
-                    }
-                }
+                        took_ms: Some(start.elapsed().as_millis() as u64),
+                    },
+                    s.recordings,
+                ),
                 Err(RunError::Dump(mpiq::DumpError::Interrupted)) => return,
-                Err(e) => Msg::Failed(format!(
-                    "the sample failed: {}",
-                    e.to_string().lines().collect::<Vec<_>>().join("; ")
-                )),
+                Err(e) => (
+                    Msg::Failed(format!(
+                        "the sample failed: {}",
+                        e.to_string().lines().collect::<Vec<_>>().join("; ")
+                    )),
+                    Vec::new(),
+                ),
             };
+            let sampled = matches!(msg, Msg::Sample { .. });
             if tx.send(msg).is_err() {
                 return;
+            }
+            // Shown first, then recorded (the ranks run meanwhile).
+            if let (Some(w), true) = (&mut self.writer, sampled) {
+                if let Err(e) = w.add(time_ms, &recordings) {
+                    let _ = tx.send(Msg::Failed(format!("the recording: {e}")));
+                }
             }
             // The ranks run `interval` before the next sample.
             let next = Instant::now() + self.interval;
