@@ -45,18 +45,61 @@ pub struct SessionWriter {
     samples: usize,
 }
 
-/// One independent piece of the deflate stream: ended by a sync flush, or
-/// final.
-fn deflate_piece(text: &[u8], last: bool) -> std::io::Result<Vec<u8>> {
-    let mut enc = DeflateEncoder::new(Vec::with_capacity(text.len() / 8 + 64), Compression::fast());
-    enc.write_all(text)?;
-    if last {
-        return enc.finish();
+/// One independent piece of the deflate stream, written through: its
+/// text's CRC-32 and length are counted as it goes, so a sample's JSON
+/// (hundreds of MB for many ranks) is never held whole.
+struct Piece {
+    enc: DeflateEncoder<Vec<u8>>,
+    crc: crc32fast::Hasher,
+    len: u64,
+}
+
+impl Piece {
+    fn new() -> Piece {
+        Piece {
+            enc: DeflateEncoder::new(Vec::new(), Compression::fast()),
+            crc: crc32fast::Hasher::new(),
+            len: 0,
+        }
     }
-    // A sync flush: every byte out, ending on a byte boundary in a block
-    // that is not the last; what dropping the encoder adds goes nowhere.
-    enc.flush()?;
-    Ok(std::mem::take(enc.get_mut()))
+
+    /// The compressed bytes: ended by a sync flush (byte-aligned, in a
+    /// block that is not the last), or final.
+    fn finish(mut self, last: bool) -> std::io::Result<(Vec<u8>, crc32fast::Hasher, u64)> {
+        if last {
+            return Ok((self.enc.finish()?, self.crc, self.len));
+        }
+        // What dropping the encoder adds after the flush goes nowhere.
+        self.enc.flush()?;
+        Ok((std::mem::take(self.enc.get_mut()), self.crc, self.len))
+    }
+}
+
+impl Write for Piece {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.enc.write(buf)?;
+        self.crc.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.enc.flush()
+    }
+}
+
+/// `prefix`, the processes as JSON, `suffix`: one piece.
+fn piece(
+    prefix: &str,
+    processes: &[Recording],
+    suffix: &str,
+    last: bool,
+) -> std::io::Result<(Vec<u8>, crc32fast::Hasher, u64)> {
+    let mut p = Piece::new();
+    p.write_all(prefix.as_bytes())?;
+    serde_json::to_writer(&mut p, processes)?;
+    p.write_all(suffix.as_bytes())?;
+    p.finish(last)
 }
 
 impl SessionWriter {
@@ -92,12 +135,7 @@ impl SessionWriter {
     /// epoch): the file then holds it as its last sample (and the first as
     /// its `processes`).
     pub fn add(&mut self, time_ms: u64, processes: &[Recording]) -> Result<(), RecordingError> {
-        let format = |e: serde_json::Error| RecordingError::Format {
-            path: self.path.display().to_string(),
-            reason: e.to_string(),
-        };
-        let procs = serde_json::to_string(processes).map_err(format)?;
-        let mut body = String::with_capacity(procs.len() + 128);
+        let mut prefix = String::new();
         if self.samples == 0 {
             let head = serde_json::json!({
                 "schema": RECORDING_SCHEMA,
@@ -105,56 +143,50 @@ impl SessionWriter {
             })
             .to_string();
             // `{"schema":...,"mpiq_version":...` and the list opened.
-            body.push_str(head.strip_suffix('}').unwrap_or(&head));
-            body.push_str(",\"samples\":[");
+            prefix.push_str(head.strip_suffix('}').unwrap_or(&head));
+            prefix.push_str(",\"samples\":[");
         } else {
-            body.push(',');
+            prefix.push(',');
         }
-        body.push_str(&format!("{{\"time_ms\":{time_ms},\"processes\":{procs}}}"));
-        let shown = self.path.display().to_string();
-        let io = |source| RecordingError::Io {
-            path: shown.clone(),
+        prefix.push_str(&format!("{{\"time_ms\":{time_ms},\"processes\":"));
+        let written = self.write(&prefix, processes);
+        written.map_err(|source| RecordingError::Io {
+            path: self.path.display().to_string(),
             source,
-        };
-        if self.tail.is_none() {
-            let tail = format!("],\"processes\":{procs}}}");
-            let mut crc = crc32fast::Hasher::new();
-            crc.update(tail.as_bytes());
-            self.tail = Some((
-                deflate_piece(tail.as_bytes(), true).map_err(io)?,
-                crc,
-                tail.len() as u64,
-            ));
-        }
-        self.write(body.as_bytes()).map_err(io)?;
+        })?;
         self.samples += 1;
         Ok(())
     }
 
-    fn write(&mut self, body: &[u8]) -> std::io::Result<()> {
+    fn write(&mut self, prefix: &str, processes: &[Recording]) -> std::io::Result<()> {
+        if self.tail.is_none() {
+            self.tail = Some(piece("],\"processes\":", processes, "}", true)?);
+        }
         let Some((tail, tail_crc, tail_len)) = &self.tail else {
             return Ok(());
         };
-        let mut out = Vec::new();
+        let (body, body_crc, body_len) = piece(prefix, processes, "}", false)?;
+        let mut out = Vec::with_capacity(body.len() + tail.len() + 18);
         if self.samples == 0 {
             out.extend_from_slice(&GZIP_HEADER);
         }
-        out.extend_from_slice(&deflate_piece(body, false)?);
-        let body_len = out.len() as u64;
+        out.extend_from_slice(&body);
+        let written = out.len() as u64;
         out.extend_from_slice(tail);
         let mut crc = self.crc.clone();
-        crc.update(body);
+        crc.combine(&body_crc);
         let mut whole = crc.clone();
         whole.combine(tail_crc);
-        let len = self.len + body.len() as u64;
+        let len = self.len + body_len;
         out.extend_from_slice(&whole.finalize().to_le_bytes());
         // ISIZE: the length modulo 2^32.
         out.extend_from_slice(&((len + tail_len) as u32).to_le_bytes());
-        // Over the old tail, in one write.
+        // Over the old tail, in one write (the file only grows: the same
+        // tail follows a longer text).
         self.file.seek(SeekFrom::Start(self.body_end))?;
         self.file.write_all(&out)?;
         self.file.flush()?;
-        self.body_end += body_len;
+        self.body_end += written;
         self.crc = crc;
         self.len = len;
         Ok(())
