@@ -13,6 +13,7 @@
 //! [`passed_on`](crate::signals::passed_on), ends the job and exits with
 //! 128 + the signal itself.
 
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -80,7 +81,8 @@ fn pass_on(sig: Signal) -> bool {
     } else {
         String::new()
     };
-    eprintln!(
+    let _ = writeln!(
+        std::io::stderr(),
         "mpiq run: {}: passed on to the job (process group {}){released}",
         sig.as_str(),
         *group
@@ -108,7 +110,10 @@ pub fn install() -> nix::Result<()> {
             if let Some(hook) = *EXIT_HOOK.lock().unwrap_or_else(|e| e.into_inner()) {
                 hook();
             }
-            eprintln!(
+            // Not eprintln!, which panics when standard error is gone (a
+            // SIGHUP from a terminal that was closed): the exit must come.
+            let _ = writeln!(
+                std::io::stderr(),
                 "mpiq: {}: stopped; released {n} process{}",
                 sig.as_str(),
                 if n == 1 { "" } else { "es" }

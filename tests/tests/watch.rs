@@ -307,6 +307,26 @@ fn watch_a_job(mpi: Mpi) {
         "the screen is put back:\n{screen}"
     );
     drop(t);
+
+    // Its terminal closed (the tmux server killed: SIGHUP): the watch ends, the ranks run.
+    let t = Tmux::start(&wrapped(&["watch", "--starter", &starter_s, "--interval", "100ms"]));
+    t.wait_for("the first sample", minute, |s| s.contains("sample 1 at"));
+    let deadline = Instant::now() + minute;
+    let watch_pid = loop {
+        // The watch traces the ranks only while it samples.
+        if let Some(pid) = tracer_pid(pids[0]).filter(|&p| p != 0).and_then(tgid) {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the watch was never seen sampling");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    drop(t);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while state(watch_pid).is_some_and(|s| s != 'Z') {
+        assert!(Instant::now() < deadline, "the watch {watch_pid} outlived its terminal");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_released(&pids, "after the watch's terminal was closed");
 }
 
 /// `kill SIGNAL PID` (the watch this test started, by its pid).

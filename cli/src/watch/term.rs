@@ -6,7 +6,7 @@
 //! on exit.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Stdout};
+use std::io::{BufRead, BufReader, Stdout, Write};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -127,8 +127,9 @@ impl Drop for Screen {
         restore();
         crate::signals::set_exit_hook(None);
         let m = self.messages.lock().unwrap_or_else(|e| e.into_inner());
+        let mut err = std::io::stderr();
         for line in &m.lines {
-            eprintln!("{line}");
+            let _ = writeln!(err, "{line}");
         }
     }
 }
