@@ -61,7 +61,7 @@ pub use dll::discover;
 pub use options::{DumpOptions, Format, UsageError, HELP};
 pub use render::{render, render_text, Report, Samples};
 pub use snapshot::model::*;
-pub use target::{cache, record};
+pub use target::{cache, record, session};
 pub use target::{ByteOrder, HeldBytes, HeldRegion, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// Why a whole dump failed.
@@ -90,8 +90,30 @@ pub fn dump(targets: &mut [&mut dyn Target], opts: &DumpOptions) -> Result<Strin
     Ok(render(&snapshot, opts))
 }
 
-/// Collects every target into one snapshot (see [`dump`] for the errors).
+/// Collects every target into one snapshot (see [`dump`] for the errors);
+/// with `opts.record`, writes what they answered into that file.
 pub fn collect_all(targets: &mut [&mut dyn Target], opts: &DumpOptions) -> Result<Snapshot, DumpError> {
+    collect_all_with(targets, opts, &mut |recordings| {
+        let Some(path) = &opts.record else { return Ok(()) };
+        let file = record::RecordingFile {
+            schema: record::RECORDING_SCHEMA.to_string(),
+            mpiq_version: env!("CARGO_PKG_VERSION").to_string(),
+            processes: recordings,
+            samples: Vec::new(),
+        };
+        file.save(path).map_err(|e| DumpError::Record(e.to_string()))
+    })
+}
+
+/// [`collect_all`], handing what the targets answered (with `opts.record`:
+/// one recording per target, in order) to `keep` instead of writing the
+/// file: `mpiq watch --record` adds each sample to one session recording
+/// ([`target::session`]).
+pub fn collect_all_with(
+    targets: &mut [&mut dyn Target],
+    opts: &DumpOptions,
+    keep: &mut dyn FnMut(Vec<record::Recording>) -> Result<(), DumpError>,
+) -> Result<Snapshot, DumpError> {
     let mut snapshot = Snapshot::default();
     let mut recordings = Vec::new();
     for target in targets.iter_mut() {
@@ -105,13 +127,8 @@ pub fn collect_all(targets: &mut [&mut dyn Target], opts: &DumpOptions) -> Resul
         };
         snapshot.processes.push(process.map_err(|_| DumpError::Interrupted)?);
     }
-    if let Some(path) = &opts.record {
-        let file = record::RecordingFile {
-            schema: record::RECORDING_SCHEMA.to_string(),
-            mpiq_version: env!("CARGO_PKG_VERSION").to_string(),
-            processes: recordings,
-        };
-        file.save(path).map_err(|e| DumpError::Record(e.to_string()))?;
+    if opts.record.is_some() {
+        keep(recordings)?;
     }
     // A process whose MPI gives no queues is still worth a report when its
     // stacks say where it is (stacks-only mode).

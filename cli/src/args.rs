@@ -8,8 +8,11 @@ use mpiq::options::{Handler, OptionSpec, DUMP_OPTIONS};
 use mpiq::{DumpOptions, Format, UsageError};
 
 mod run_args;
+mod watch_args;
 use run_args::RUN_HELP;
 pub use run_args::{parse_duration, parse_positive_duration, RunArgs};
+pub use watch_args::WatchArgs;
+use watch_args::WATCH_HELP;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -27,6 +30,8 @@ Examples:
   mpiq core core.4242 core.4243            core files written by gdb's gcore
   mpiq queues --pid 4242 --queue receives --comm MPI_COMM_WORLD
   mpiq stacks --pid 4242                   every thread's call stack, like gdb's bt
+  mpiq watch --starter 4200                live view: where every rank is, sample
+                                           after sample (q quits; --help: keys)
   mpiq run --timeout 10m --report mpiq-report -- mpirun -n 4 ./test
                                            run a job; if it hangs, report on it
                                            (stderr, mpiq-report/) and end it
@@ -154,6 +159,21 @@ pub enum Command {
         #[command(flatten)]
         dump: DumpArgs,
     },
+    /// Watch a job live in the terminal: every rank's place in MPI, sample
+    /// after sample, and the verdict.
+    ///
+    /// Every --interval (or at once on r or space) one sample of every rank
+    /// is taken exactly as `mpiq job --starter PID --samples 1` takes it
+    /// (the ranks stopped, read and released at once); the screen shows
+    /// where each rank is, a history of its states (one letter per sample)
+    /// and the verdict of the deadlock analysis. Enter shows a rank's full
+    /// stacks and queues. --record keeps the session; --replay shows it
+    /// again.
+    #[command(
+        after_help = "Example: mpiq watch --starter $(pgrep -n mpirun) --record session.rec   (--help: the screen, the keys, the letters)",
+        after_long_help = WATCH_HELP
+    )]
+    Watch(WatchArgs),
     /// The collector `mpiq job` starts on each node of a job across nodes
     /// (through srun or ssh): reads the ranks of its node as `mpiq job`
     /// does and sends them back on stdout. Not meant to be run by hand.

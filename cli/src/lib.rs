@@ -64,6 +64,8 @@ pub mod signals;
 /// Call stacks: every thread's registers unwound through the objects' CFI
 /// (frame pointers where there is none), then symbolised.
 pub mod unwind;
+/// `mpiq watch`: the live terminal view of a job, sample after sample.
+pub mod watch;
 
 pub use crate::core::{CoreError, CoreProcess};
 pub use crate::live::{LiveError, LiveProcess};

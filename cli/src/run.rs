@@ -28,7 +28,7 @@ mod slurm;
 mod wire;
 pub use collector::CollectRequest;
 use sampling::run_job;
-pub use sampling::{JobPlan, JobSource};
+pub use sampling::{watch_sample, JobPlan, JobSource, WatchSample};
 pub use slurm::{SlurmError, SlurmStep};
 
 /// Why a command failed as a whole.
@@ -87,6 +87,10 @@ impl RunError {
 struct Reporter {
     verbose: bool,
     start: Instant,
+    /// Set by `mpiq watch` (which draws no progress bars): where each
+    /// sample's recordings go with `--record` (into its session file)
+    /// instead of the bridge writing the file.
+    keep: Option<Mutex<Vec<mpiq::record::Recording>>>,
 }
 
 impl Reporter {
@@ -97,7 +101,7 @@ impl Reporter {
     }
 
     fn bar(&self, len: usize, what: &'static str) -> Option<indicatif::ProgressBar> {
-        if len < 2 || !std::io::stderr().is_terminal() {
+        if len < 2 || self.keep.is_some() || !std::io::stderr().is_terminal() {
             return None;
         }
         let bar = indicatif::ProgressBar::new(len as u64);
@@ -219,7 +223,13 @@ fn collect_slots<M: crate::image::Memory>(
                     .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
             );
         });
-        let r = mpiq::collect_all(&mut targets, opts);
+        let r = match &rep.keep {
+            Some(keep) => mpiq::collect_all_with(&mut targets, opts, &mut |recordings| {
+                keep.lock().unwrap_or_else(|e| e.into_inner()).extend(recordings);
+                Ok(())
+            }),
+            None => mpiq::collect_all(&mut targets, opts),
+        };
         if let Some(s) = spinner {
             s.finish_and_clear();
         }
@@ -316,6 +326,7 @@ pub fn job_samples(starter: i32, opts: &DumpOptions, verbose: bool) -> Result<Sa
     let rep = Reporter {
         verbose,
         start: Instant::now(),
+        keep: None,
     };
     let plan = JobPlan {
         samples: 2,
@@ -463,6 +474,7 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
     let rep = Reporter {
         verbose: cli.verbose,
         start: Instant::now(),
+        keep: None,
     };
     let one = |current| Samples {
         current,
@@ -542,6 +554,7 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
             let opts = dump_command(dump)?;
             finish(one(run_replay(file, &opts)?), false, dump, &opts, Reopen::No)
         }
+        Command::Watch(args) => crate::watch::run(args),
         Command::Stacks { pids, cores, exe, json } => run_stacks(pids, cores, exe.as_deref(), *json, &rep),
         Command::Lookup { pid, core, questions } => {
             let questions = questions.to_lookup()?;

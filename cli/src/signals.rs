@@ -13,6 +13,7 @@
 //! [`passed_on`](crate::signals::passed_on), ends the job and exits with
 //! 128 + the signal itself.
 
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -22,6 +23,16 @@ use nix::unistd::Pid;
 
 /// Set once a terminating signal arrived.
 pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Run on a terminating signal before mpiq exits (`mpiq watch` puts the
+/// terminal back), after every process was released.
+static EXIT_HOOK: Mutex<Option<fn()>> = Mutex::new(None);
+
+/// Sets (or clears) the function a terminating signal runs before mpiq
+/// exits.
+pub fn set_exit_hook(hook: Option<fn()>) {
+    *EXIT_HOOK.lock().unwrap_or_else(|e| e.into_inner()) = hook;
+}
 
 /// The signals handled.
 const SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
@@ -70,7 +81,8 @@ fn pass_on(sig: Signal) -> bool {
     } else {
         String::new()
     };
-    eprintln!(
+    let _ = writeln!(
+        std::io::stderr(),
         "mpiq run: {}: passed on to the job (process group {}){released}",
         sig.as_str(),
         *group
@@ -95,7 +107,13 @@ pub fn install() -> nix::Result<()> {
             }
             INTERRUPTED.store(true, Ordering::SeqCst);
             let n = crate::ptrace::detach_everything(Duration::from_secs(5));
-            eprintln!(
+            if let Some(hook) = *EXIT_HOOK.lock().unwrap_or_else(|e| e.into_inner()) {
+                hook();
+            }
+            // Not eprintln!, which panics when standard error is gone (a
+            // SIGHUP from a terminal that was closed): the exit must come.
+            let _ = writeln!(
+                std::io::stderr(),
                 "mpiq: {}: stopped; released {n} process{}",
                 sig.as_str(),
                 if n == 1 { "" } else { "es" }

@@ -13,6 +13,7 @@ pub mod answers;
 pub mod cache;
 pub mod python;
 pub mod record;
+pub mod session;
 
 /// A type handle chosen by the front end (an index into its own table, a
 /// DWARF offset, ...). The bridge only hands it back.

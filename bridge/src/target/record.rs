@@ -6,6 +6,11 @@
 //! hex inside it, adjacent reads merged into runs, and target memory (mostly
 //! zeros and pointers) compresses about fifty-fold. `mpiq.recording/1`, the
 //! same JSON uncompressed, is still read.
+//!
+//! A session of several samples (`mpiq watch --record`) adds `samples`, every
+//! sample in order with its time; `processes` is then its first sample, so
+//! that whatever reads one dump reads the file as before
+//! ([`super::session`] writes it as it goes).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -28,7 +33,20 @@ pub struct RecordingFile {
     pub schema: String,
     /// mpiq version that wrote it.
     pub mpiq_version: String,
-    /// One recording per process.
+    /// One recording per process (of a session: its first sample).
+    pub processes: Vec<Recording>,
+    /// Every sample of a session (`mpiq watch --record`), oldest first;
+    /// absent from the recording of one dump.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub samples: Vec<RecordedSample>,
+}
+
+/// One sample of a session: every process read at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedSample {
+    /// When the sample was taken: milliseconds since the Unix epoch.
+    pub time_ms: u64,
+    /// One recording per process, as in [`RecordingFile::processes`].
     pub processes: Vec<Recording>,
 }
 
@@ -603,6 +621,7 @@ mod tests {
             schema: RECORDING_SCHEMA.into(),
             mpiq_version: "test".into(),
             processes: vec![rec.finish()],
+            samples: Vec::new(),
         };
         let text = serde_json::to_string(&file).unwrap();
         let back: RecordingFile = serde_json::from_str(&text).unwrap();
@@ -664,6 +683,7 @@ mod tests {
             schema: RECORDING_SCHEMA.into(),
             mpiq_version: "test".into(),
             processes: vec![rec.finish()],
+            samples: Vec::new(),
         };
         let packed = dir.join("a.rec");
         file.save(&packed).unwrap();

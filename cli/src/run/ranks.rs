@@ -233,6 +233,7 @@ mod tests {
         let rep = Reporter {
             verbose: false,
             start: std::time::Instant::now(),
+            keep: None,
         };
         let job = pmix_ranks(9, t, None, &rep);
         let got: Vec<(i32, Option<i32>, Option<&str>, bool)> = job

@@ -204,6 +204,49 @@ pub(super) fn run_job(
     ))
 }
 
+/// One sample of `mpiq watch`.
+#[derive(Debug)]
+pub struct WatchSample {
+    /// Every rank, as `mpiq job --samples 1` reads them.
+    pub snapshot: Snapshot,
+    /// With `--record`: what the ranks read here answered, one recording
+    /// per rank in the order they were read (other nodes' collectors record
+    /// nothing).
+    pub recordings: Vec<mpiq::record::Recording>,
+}
+
+/// One sample of every rank of a job for `mpiq watch`: exactly what `mpiq
+/// job --samples 1` reads (local ranks stopped, read and released; other
+/// nodes through their collectors), with no progress bars and, with
+/// `--record`, the recordings handed back instead of written.
+pub fn watch_sample(
+    source: &JobSource,
+    opts: &DumpOptions,
+    options: &[String],
+    node_timeout: Duration,
+) -> Result<WatchSample, RunError> {
+    let rep = Reporter {
+        verbose: false,
+        start: Instant::now(),
+        keep: Some(std::sync::Mutex::new(Vec::new())),
+    };
+    let plan = JobPlan {
+        samples: 1,
+        interval_ms: 0,
+        node_timeout,
+        options: options.to_vec(),
+    };
+    let samples = run_job(source, &plan, opts, &rep)?;
+    let recordings = rep
+        .keep
+        .map(|k| k.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .unwrap_or_default();
+    Ok(WatchSample {
+        snapshot: samples.current,
+        recordings,
+    })
+}
+
 /// One snapshot per sample: the local ranks and every node's, by rank.
 fn merge(
     plan: &JobPlan,
