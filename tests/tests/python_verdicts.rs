@@ -1,0 +1,252 @@
+//! What `mpiq job` says of the Python examples (`examples/python`, mpi4py), live, on the
+//! MPIs with mpi4py in the test bed: the Python frames in every rank's stack, the where-line
+//! and the verdict in Python's terms, the designed verdict of each example.
+//!
+//! - `raise_before_bcast`: deadlock; the waiting ranks "wait in comm.bcast(root=1) at
+//!   raise_before_bcast.py:LINE", rank 1 exited its script (with an uncaught exception, when
+//!   the interpreter's debug information gives its exit status) and waits in MPI_Finalize;
+//! - `p2p_cycle`: deadlock, the cycle 0 -> 1 -> 2 -> 0 of mpi4py's `comm.recv` (`MPI_Mprobe`,
+//!   which posts no receive: the queues show nothing);
+//! - `healthy_loop`: never a deadlock, in several checks.
+//!
+//! Uses the `mpiq` binary of the test's own profile (build the workspace first).
+
+use std::time::{Duration, Instant};
+
+use mpiq_tests::frontends::cli_command;
+use mpiq_tests::procs::tracer_pid;
+use mpiq_tests::python::wait_in;
+use mpiq_tests::run::{run, Run};
+use mpiq_tests::{gdb, Job, Mpi, PyExample};
+use serde_json::Value;
+
+/// Exit status of `mpiq` when it found a deadlock.
+const EXIT_DEADLOCK: i32 = 3;
+/// How long a rank gets to reach its designed call after READY.
+const SETTLE: Duration = Duration::from_secs(60);
+
+fn mpiq(args: &[&str]) -> Run {
+    run(cli_command(args))
+}
+
+fn assert_released(job: &Job) {
+    for r in job.ranks() {
+        assert!(Job::is_running(r.pid), "rank {} is not running after mpiq", r.rank);
+        assert_eq!(tracer_pid(r.pid), Some(0), "rank {} is still traced", r.rank);
+    }
+}
+
+/// The process of world rank `rank` in a snapshot.
+fn process(v: &Value, rank: usize) -> &Value {
+    v["processes"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["world_rank"] == rank))
+        .unwrap_or_else(|| panic!("no rank {rank} in {v:#}"))
+}
+
+/// The Python frames of a process's threads, innermost first: (function, file name, line).
+fn python_frames(p: &Value) -> Vec<(String, String, u64)> {
+    let mut out = Vec::new();
+    for t in p["stacks"]["threads"].as_array().into_iter().flatten() {
+        for f in t["frames"].as_array().into_iter().flatten() {
+            if f["python"] == true {
+                let file = f["file"].as_str().unwrap_or_default();
+                out.push((
+                    f["function"].as_str().unwrap_or_default().to_string(),
+                    file.rsplit('/').next().unwrap_or(file).to_string(),
+                    f["line"].as_u64().unwrap_or(0),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Waits until the ranks sit where the example puts them (`wait_in` through gdb), so that
+/// mpiq reads the designed state.
+fn settle(job: &Job, example: PyExample) {
+    const FINALIZE: &[&str] = &["MPI_Finalize", "PMPI_Finalize", "ompi_mpi_finalize", "MPID_Finalize"];
+    const BCAST: &[&str] = &["MPI_Bcast", "PMPI_Bcast", "MPI_Bcast_c", "PMPI_Bcast_c"];
+    const MPROBE: &[&str] = &["MPI_Mprobe", "PMPI_Mprobe"];
+    for r in job.ranks() {
+        let names = match example {
+            PyExample::RaiseBeforeBcast if r.rank == 1 => FINALIZE,
+            PyExample::RaiseBeforeBcast => BCAST,
+            PyExample::P2pCycle => MPROBE,
+            PyExample::HealthyLoop => return,
+        };
+        wait_in(r.pid, names, SETTLE);
+    }
+}
+
+fn raise_before_bcast(mpi: Mpi) {
+    gdb::require_ptrace();
+    let example = PyExample::RaiseBeforeBcast;
+    let job = Job::python(mpi, example).start();
+    settle(&job, example);
+    let line = example.line_of("bcast");
+    let starter = job.starter_pid().to_string();
+    let r = mpiq(&["job", "--starter", &starter, "--json"]);
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{mpi}: {}", r.all());
+    let v = r.json_exact();
+    let analysis = &v["analysis"];
+    assert_eq!(analysis["verdict"], "deadlock", "{mpi}: {analysis:#}");
+    let summary = analysis["summary"].as_str().unwrap_or_default();
+    let waiting = format!("wait in comm.bcast(root=1) at raise_before_bcast.py:{line} (MPI_Bcast on MPI_COMM_WORLD)");
+    assert!(summary.contains(&waiting), "{mpi}: {summary}");
+    for rank in (0..job.nprocs()).filter(|&k| k != 1) {
+        let p = process(&v, rank);
+        assert_eq!(
+            p["stacks"]["where"],
+            format!("in MPI_Bcast (comm.bcast), called from solve (raise_before_bcast.py:{line})"),
+            "{mpi}: rank {rank}: {p:#}"
+        );
+        let py = python_frames(p);
+        assert_eq!(
+            py.first(),
+            Some(&("solve".to_string(), "raise_before_bcast.py".to_string(), line as u64)),
+            "{mpi}: rank {rank}'s innermost Python frame: {py:?}"
+        );
+        assert!(
+            py.iter()
+                .any(|(f, file, _)| f == "<module>" && file == "raise_before_bcast.py"),
+            "{mpi}: rank {rank}: {py:?}"
+        );
+    }
+    // Rank 1 left its script: no Python frame is left, and its exit status says why when the
+    // interpreter's debug information gives it.
+    let p1 = process(&v, 1);
+    assert!(python_frames(p1).is_empty(), "{mpi}: {p1:#}");
+    let status = p1["stacks"]["calls"][0]["python_exit_status"].as_i64();
+    let where1 = p1["stacks"]["where"].as_str().unwrap_or_default();
+    match status {
+        Some(s) => {
+            assert_eq!(s, 1, "{mpi}: an uncaught exception: {p1:#}");
+            assert_eq!(
+                where1,
+                "in MPI_Finalize, as Python exits: its script raised an uncaught exception (exit status 1)"
+            );
+            assert!(
+                summary.contains("rank 1 exited its script with an uncaught exception and waits in MPI_Finalize"),
+                "{mpi}: {summary}"
+            );
+        }
+        None => {
+            assert_eq!(where1, "in MPI_Finalize, as Python exits (its script has ended)");
+            assert!(
+                summary.contains("rank 1 has left its Python script and waits in MPI_Finalize"),
+                "{mpi}: {summary}"
+            );
+        }
+    }
+    assert_released(&job);
+
+    // The text: the merged stacks in Python's terms.
+    let r = mpiq(&["job", "--starter", &starter, "--samples", "1"]);
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{mpi}: {}", r.all());
+    assert!(
+        r.stdout.contains(&format!(
+            "<module> > main > solve > comm.bcast > MPI_Bcast on MPI_COMM_WORLD (root 1) (raise_before_bcast.py:{line})"
+        )),
+        "{mpi}: {}",
+        r.all()
+    );
+    assert!(r.stdout.contains("Py_FinalizeEx > MPI_Finalize"), "{mpi}: {}", r.all());
+    assert_released(&job);
+}
+
+#[test]
+fn raising_rank_is_a_deadlock_in_python_terms_openmpi() {
+    raise_before_bcast(Mpi::OpenMpi);
+}
+
+#[test]
+fn raising_rank_is_a_deadlock_in_python_terms_mpich() {
+    raise_before_bcast(Mpi::Mpich);
+}
+
+#[test]
+fn raising_rank_is_a_deadlock_in_python_terms_openmpi5() {
+    raise_before_bcast(Mpi::OpenMpi5);
+}
+
+fn p2p_cycle(mpi: Mpi) {
+    gdb::require_ptrace();
+    let example = PyExample::P2pCycle;
+    let job = Job::python(mpi, example).start();
+    settle(&job, example);
+    let line = example.line_of("recv");
+    let starter = job.starter_pid().to_string();
+    let r = mpiq(&["job", "--starter", &starter, "--json"]);
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{mpi}: {}", r.all());
+    let v = r.json_exact();
+    let n = job.nprocs();
+    let cycle: Vec<usize> = (0..n).collect();
+    assert_eq!(
+        v["analysis"]["cycles"],
+        serde_json::json!([cycle]),
+        "{mpi}: {:#}",
+        v["analysis"]
+    );
+    let summary = v["analysis"]["summary"].as_str().unwrap_or_default();
+    for rank in 0..n {
+        let words = format!(
+            "rank {rank} waits in comm.recv(source={}, tag=7) at p2p_cycle.py:{line} (MPI_Mprobe on MPI_COMM_WORLD)",
+            (rank + 1) % n
+        );
+        assert!(summary.contains(&words), "{mpi}: {words}\n{summary}");
+        let py = python_frames(process(&v, rank));
+        assert_eq!(
+            py.first(),
+            Some(&("exchange".to_string(), "p2p_cycle.py".to_string(), line as u64)),
+            "{mpi}: {py:?}"
+        );
+    }
+    assert_released(&job);
+}
+
+#[test]
+fn python_receive_cycle_is_a_deadlock_openmpi() {
+    p2p_cycle(Mpi::OpenMpi);
+}
+
+#[test]
+fn python_receive_cycle_is_a_deadlock_mpich() {
+    p2p_cycle(Mpi::Mpich);
+}
+
+fn healthy(mpi: Mpi) {
+    gdb::require_ptrace();
+    let job = Job::python(mpi, PyExample::HealthyLoop).start();
+    let starter = job.starter_pid().to_string();
+    let until = Instant::now() + Duration::from_secs(8);
+    let mut checks = 0;
+    while checks < 3 || Instant::now() < until {
+        let r = mpiq(&["job", "--starter", &starter, "--json"]);
+        let v = r.json_exact();
+        assert_ne!(r.code(), Some(EXIT_DEADLOCK), "{mpi}: a healthy job: {}", r.all());
+        assert_ne!(v["analysis"]["verdict"], "deadlock", "{mpi}: {:#}", v["analysis"]);
+        // Python frames of the script in every rank that is in Python code now.
+        let with_script = (0..job.nprocs())
+            .filter(|&k| {
+                python_frames(process(&v, k))
+                    .iter()
+                    .any(|(_, f, _)| f == "healthy_loop.py")
+            })
+            .count();
+        assert!(with_script > 0, "{mpi}: no rank shows healthy_loop.py's frames: {v:#}");
+        checks += 1;
+    }
+    assert_released(&job);
+    assert!(job.ranks().iter().all(|r| Job::is_running(r.pid)));
+}
+
+#[test]
+fn healthy_python_job_is_never_a_deadlock_openmpi() {
+    healthy(Mpi::OpenMpi);
+}
+
+#[test]
+fn healthy_python_job_is_never_a_deadlock_mpich() {
+    healthy(Mpi::Mpich);
+}
