@@ -9,6 +9,7 @@
 //! target/release/mpiq-bench floor FILE.rec [--reps N] [--dll LIB]   # the floor alone
 //! target/release/mpiq-bench cli-warm PID [--reps N] [--in-process]  # CLI, image cache warm
 //! target/release/mpiq-bench stacks [--ranks 128] [--reps 5]          # what stacks add to `mpiq job`
+//! target/release/mpiq-bench python [--ranks 32] [--reps 5]            # what Python frames add to `mpiq job`
 //! target/release/mpiq-bench nodes [--nodes 8] [--per-node 32]        # a job across Slurm nodes
 //! target/release/mpiq-bench watch [--ranks 128] [--record]          # one refresh of `mpiq watch`
 //! target/release/mpiq-bench watch --replay SESSION.rec               # its analysis and screen alone
@@ -18,6 +19,7 @@ mod drive;
 mod floor;
 mod nodes;
 mod proc;
+mod python;
 mod report;
 mod stacks;
 mod warm;
@@ -37,6 +39,7 @@ usage: mpiq-bench [--mpi openmpi,mpich] [--k 10,1000,10000,100000] [--reps N]
        mpiq-bench floor FILE [--reps N] [--dll LIB]
        mpiq-bench cli-warm PID [--reps N] [--in-process]
        mpiq-bench stacks [--ranks 128] [--reps 5] [--mpi openmpi] [--depths 10,100,1000,10000]
+       mpiq-bench python [--ranks 32] [--reps 5] [--mpi openmpi]
        mpiq-bench nodes [--nodes 8] [--per-node 32] [--reps 5] [--mpi mpich]
        mpiq-bench watch [--ranks 128] [--samples 6] [--mpi openmpi] [--idle] [--record] [--replay FILE]";
 
@@ -283,6 +286,17 @@ fn main() {
         let _ = std::fs::remove_dir_all(&scratch);
         if let Err(e) = r {
             eprintln!("mpiq-bench nodes: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if args.first().map(String::as_str) == Some("python") {
+        let scratch = std::env::temp_dir().join(format!("mpiq-bench-python-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).unwrap_or_else(|e| die(&format!("{}: {e}", scratch.display())));
+        let r = python::main(&args[1..], &scratch);
+        let _ = std::fs::remove_dir_all(&scratch);
+        if let Err(e) = r {
+            eprintln!("mpiq-bench python: {e}");
             std::process::exit(1);
         }
         return;
