@@ -91,10 +91,21 @@ pub fn read_live(pid: u32) -> Option<PythonStacks> {
         return None;
     };
     let config = config();
+    let started = start_time(pid);
     let read = std::panic::catch_unwind(|| -> Result<PythonStacks, anyhow::Error> {
-        let mut spy = py_spy::PythonSpy::new(pid, &config)?;
+        // The interpreter's addresses found for this process before (the
+        // previous sample) hold while it is the same process.
+        let kept = started.and_then(|t| take_spy(pid, t));
+        let mut spy = match kept {
+            Some(s) => s,
+            None => py_spy::PythonSpy::new(pid, &config)?,
+        };
         let version = spy.version.to_string();
-        Ok(convert(version, spy.get_stack_traces()?))
+        let traces = spy.get_stack_traces()?;
+        if let Some(t) = started {
+            keep_spy(pid, t, spy);
+        }
+        Ok(convert(version, traces))
     });
     Some(match read {
         Ok(Ok(stacks)) => stacks,
@@ -104,6 +115,42 @@ pub fn read_live(pid: u32) -> Option<PythonStacks> {
             ..PythonStacks::default()
         },
     })
+}
+
+/// What py-spy learnt of a process (where its interpreter is, its version),
+/// by pid and start time, for the next sample of the same process.
+type Spies = std::collections::HashMap<py_spy::Pid, (u64, py_spy::PythonSpy)>;
+
+fn spies() -> &'static std::sync::Mutex<Spies> {
+    static SPIES: std::sync::OnceLock<std::sync::Mutex<Spies>> = std::sync::OnceLock::new();
+    SPIES.get_or_init(Default::default)
+}
+
+/// The most processes whose interpreter's addresses are kept.
+const KEPT: usize = 4096;
+
+fn take_spy(pid: py_spy::Pid, started: u64) -> Option<py_spy::PythonSpy> {
+    let mut m = spies().lock().unwrap_or_else(|e| e.into_inner());
+    match m.remove(&pid) {
+        Some((t, spy)) if t == started => Some(spy),
+        _ => None,
+    }
+}
+
+fn keep_spy(pid: py_spy::Pid, started: u64, spy: py_spy::PythonSpy) {
+    let mut m = spies().lock().unwrap_or_else(|e| e.into_inner());
+    if m.len() >= KEPT {
+        m.clear();
+    }
+    m.insert(pid, (started, spy));
+}
+
+/// A process's start time (clock ticks after boot, `/proc/PID/stat`), which
+/// tells it from a later process with its pid.
+fn start_time(pid: py_spy::Pid) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's closing parenthesis: state is field 3, start time 22.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// The Python frames in core file `core`, whose process mapped a CPython
@@ -162,5 +209,12 @@ mod tests {
     fn a_process_without_python_has_no_python_frames() {
         // This test's own process is Rust.
         assert!(read_live(std::process::id()).is_none());
+    }
+
+    #[test]
+    fn a_start_time_is_read_from_stat() {
+        let pid = py_spy::Pid::try_from(std::process::id()).unwrap();
+        assert!(start_time(pid).is_some_and(|t| t > 0));
+        assert_eq!(start_time(-1), None);
     }
 }
