@@ -390,3 +390,39 @@ fn usage_errors_and_a_missing_command() {
     let r = run(&["run", "--timeout", "500ms", "echo", "-n", "passed through"]);
     assert_eq!((r.code(), r.stdout.as_str()), (Some(0), "passed through"), "{r}");
 }
+
+/// A Python job whose rank 1 raised (`examples/python/raise_before_bcast.py`): `mpiq run`'s
+/// report of the hung job holds the traceback from the job's output, naming the rank.
+fn python_traceback(mpi: Mpi) {
+    gdb::require_ptrace();
+    let example = mpiq_tests::PyExample::RaiseBeforeBcast;
+    let python = mpi.python().expect("a test-bed MPI with mpi4py");
+    let script = example.script();
+    let mut starter = mpi.starter_command(3, &python, &[script.as_os_str()]);
+    starter.env("PYTHONUNBUFFERED", "1").env_remove("PYTHONPATH");
+    let (cmd, _job_dir) = job_command(&["--timeout", "20s", "--grace", "2s"], mpi, starter, false);
+    let r = mpiq_tests::run::run_within(cmd, Duration::from_secs(180));
+    assert_eq!(r.code(), Some(124), "{r}");
+    let line = example.line_of("bcast");
+    for needle in [
+        "Python traceback of rank 1, which exited its script with an uncaught exception:".to_string(),
+        "  Traceback (most recent call last):".to_string(),
+        "  RuntimeError: rank 1 failed".to_string(),
+        format!("at raise_before_bcast.py:{line} (MPI_Bcast on MPI_COMM_WORLD)"),
+    ] {
+        assert!(
+            r.stderr.contains(&needle),
+            "{mpi}: {needle:?} is not in the report:\n{r}"
+        );
+    }
+}
+
+#[test]
+fn a_hung_python_job_reports_the_raising_ranks_traceback_openmpi() {
+    python_traceback(Mpi::OpenMpi);
+}
+
+#[test]
+fn a_hung_python_job_reports_the_raising_ranks_traceback_mpich() {
+    python_traceback(Mpi::Mpich);
+}
