@@ -7,16 +7,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use mpiq_tests::frontends::cli_command;
 use mpiq_tests::{Job, Mpi, PyExample};
 
 use crate::proc;
-use crate::stacks::parse_mpi;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
+use crate::stacks::{alternate, parse_mpi};
 
 pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
     let mut ranks = 32;
@@ -44,33 +38,15 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
     // Rank 1 needs a moment from its traceback to MPI_Finalize.
     std::thread::sleep(Duration::from_secs(3));
     let starter = job.starter_pid().to_string();
-    let (mut with, mut without) = (Vec::new(), Vec::new());
-    let (mut with_rss, mut without_rss) = (0, 0);
-    for _ in 0..reps {
-        for python in [true, false] {
-            let mut cmd = cli_command(&["job", "--starter", &starter, "--samples", "2", "--json"]);
-            if !python {
-                cmd.arg("--no-python");
-            }
-            let out = proc::run(cmd, scratch);
-            if !out.stdout.contains("\"analysis\"") {
-                return Err(format!("mpiq job printed no analysis\n{}", out.all()));
-            }
-            let frames = out.stdout.matches("\"python\": true").count();
-            if python == (frames == 0) {
-                return Err(format!("with Python frames {python}, {frames} were shown"));
-            }
-            if python {
-                with.push(out.wall_ms);
-                with_rss = with_rss.max(out.peak_rss_kib);
-            } else {
-                without.push(out.wall_ms);
-                without_rss = without_rss.max(out.peak_rss_kib);
-            }
+    let row = alternate(&starter, "--no-python", reps, scratch, |python, out| {
+        let frames = out.stdout.matches("\"python\": true").count();
+        if python == (frames == 0) {
+            return Err(format!("with Python frames {python}, {frames} were shown"));
         }
-    }
+        Ok(())
+    })?;
     drop(job);
-    let (w, wo) = (median(with), median(without));
+    let (w, wo) = (row.with_ms, row.without_ms);
     println!(
         "| job | with Python frames (median ms) | --no-python (median ms) | added | peak RSS with / without (MiB) |"
     );
@@ -78,8 +54,8 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
     println!(
         "| {mpi} `raise_before_bcast.py` {ranks} ranks | {w:.0} | {wo:.0} | {:+.1} % | {:.1} / {:.1} |",
         (w / wo - 1.0) * 100.0,
-        with_rss as f64 / 1024.0,
-        without_rss as f64 / 1024.0
+        row.with_rss_kib as f64 / 1024.0,
+        row.without_rss_kib as f64 / 1024.0
     );
     Ok(())
 }

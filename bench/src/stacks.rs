@@ -19,12 +19,54 @@ use mpiq_tests::{Example, Job, Mpi};
 use crate::proc;
 
 /// One configuration's medians.
-struct Row {
-    what: String,
-    with_ms: f64,
-    without_ms: f64,
-    with_rss_kib: u64,
-    without_rss_kib: u64,
+pub struct Row {
+    pub what: String,
+    pub with_ms: f64,
+    pub without_ms: f64,
+    pub with_rss_kib: u64,
+    pub without_rss_kib: u64,
+}
+
+/// `mpiq job --starter STARTER --samples 2 --json` `reps` times with and
+/// without `flag` (`--no-stacks`, `--no-python`), alternately; `check` sees
+/// each run (with: `true`) and may reject it. The medians, and the peak
+/// memory of each.
+pub fn alternate(
+    starter: &str,
+    flag: &str,
+    reps: usize,
+    scratch: &Path,
+    check: impl Fn(bool, &proc::Outcome) -> Result<(), String>,
+) -> Result<Row, String> {
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    let (mut with_rss, mut without_rss) = (0, 0);
+    for _ in 0..reps {
+        for on in [true, false] {
+            let mut cmd = cli_command(&["job", "--starter", starter, "--samples", "2", "--json"]);
+            if !on {
+                cmd.arg(flag);
+            }
+            let out = proc::run(cmd, scratch);
+            if !out.stdout.contains("\"analysis\"") {
+                return Err(format!("mpiq job printed no analysis\n{}", out.all()));
+            }
+            check(on, &out)?;
+            if on {
+                with.push(out.wall_ms);
+                with_rss = with_rss.max(out.peak_rss_kib);
+            } else {
+                without.push(out.wall_ms);
+                without_rss = without_rss.max(out.peak_rss_kib);
+            }
+        }
+    }
+    Ok(Row {
+        what: String::new(),
+        with_ms: median(with),
+        without_ms: median(without),
+        with_rss_kib: with_rss,
+        without_rss_kib: without_rss,
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -50,34 +92,11 @@ fn job_row(
     // Ranks print READY just before their last call: let them reach it.
     std::thread::sleep(Duration::from_secs(2));
     let starter = job.starter_pid().to_string();
-    let (mut with, mut without) = (Vec::new(), Vec::new());
-    let (mut with_rss, mut without_rss) = (0, 0);
-    for _ in 0..reps {
-        for stacks in [true, false] {
-            let mut cmd = cli_command(&["job", "--starter", &starter, "--samples", "2", "--json"]);
-            if !stacks {
-                cmd.arg("--no-stacks");
-            }
-            let out = proc::run(cmd, scratch);
-            if !out.stdout.contains("\"analysis\"") {
-                return Err(format!("mpiq job printed no analysis\n{}", out.all()));
-            }
-            if stacks {
-                with.push(out.wall_ms);
-                with_rss = with_rss.max(out.peak_rss_kib);
-            } else {
-                without.push(out.wall_ms);
-                without_rss = without_rss.max(out.peak_rss_kib);
-            }
-        }
-    }
+    let row = alternate(&starter, "--no-stacks", reps, scratch, |_, _| Ok(()))?;
     drop(job);
     Ok(Row {
         what: format!("{mpi} `{example}` {ranks} ranks"),
-        with_ms: median(with),
-        without_ms: median(without),
-        with_rss_kib: with_rss,
-        without_rss_kib: without_rss,
+        ..row
     })
 }
 

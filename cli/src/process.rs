@@ -185,7 +185,7 @@ impl<M: Memory> Target for Process<M> {
         }
         Ok(match (&self.core_file, &self.attachment, self.pid) {
             (Some(core), _, _) => Some(mpiq::target::python::read_core(core)),
-            (None, Some(_), Some(pid)) => mpiq::target::python::read_live(pid),
+            (None, Some(_), Some(pid)) => mpiq::target::python::read_python(pid),
             _ => None,
         })
     }

@@ -79,16 +79,23 @@ fn settle(job: &Job, example: PyExample) {
     }
 }
 
-fn raise_before_bcast(mpi: Mpi) {
+/// Starts `example` under `mpi`, waits until its ranks sit where it puts them, and reads it
+/// with `mpiq job --json`, which must find a deadlock: the job and the snapshot.
+fn deadlocked(mpi: Mpi, example: PyExample) -> (Job, Value) {
     gdb::require_ptrace();
-    let example = PyExample::RaiseBeforeBcast;
     let job = Job::python(mpi, example).start();
     settle(&job, example);
-    let line = example.line_of("bcast");
     let starter = job.starter_pid().to_string();
     let r = mpiq(&["job", "--starter", &starter, "--json"]);
     assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{mpi}: {}", r.all());
-    let v = r.json_exact();
+    (job, r.json_exact())
+}
+
+fn raise_before_bcast(mpi: Mpi) {
+    let example = PyExample::RaiseBeforeBcast;
+    let (job, v) = deadlocked(mpi, example);
+    let line = example.line_of("bcast");
+    let starter = job.starter_pid().to_string();
     let analysis = &v["analysis"];
     assert_eq!(analysis["verdict"], "deadlock", "{mpi}: {analysis:#}");
     let summary = analysis["summary"].as_str().unwrap_or_default();
@@ -176,15 +183,9 @@ fn raising_rank_is_a_deadlock_in_python_terms_openmpi5() {
 }
 
 fn p2p_cycle(mpi: Mpi) {
-    gdb::require_ptrace();
     let example = PyExample::P2pCycle;
-    let job = Job::python(mpi, example).start();
-    settle(&job, example);
+    let (job, v) = deadlocked(mpi, example);
     let line = example.line_of("recv");
-    let starter = job.starter_pid().to_string();
-    let r = mpiq(&["job", "--starter", &starter, "--json"]);
-    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{mpi}: {}", r.all());
-    let v = r.json_exact();
     let n = job.nprocs();
     let cycle: Vec<usize> = (0..n).collect();
     assert_eq!(
@@ -259,15 +260,9 @@ fn healthy_python_job_is_never_a_deadlock_mpich() {
 /// The raising job on an MPI as users install it (a PyPI wheel: no readable queues): a
 /// deadlock from the stacks alone, in Python's terms.
 fn raise_before_bcast_packaged(mpi: Mpi) {
-    gdb::require_ptrace();
     let example = PyExample::RaiseBeforeBcast;
-    let job = Job::python(mpi, example).start();
-    settle(&job, example);
+    let (job, v) = deadlocked(mpi, example);
     let line = example.line_of("bcast");
-    let starter = job.starter_pid().to_string();
-    let r = mpiq(&["job", "--starter", &starter, "--json"]);
-    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{mpi}: {}", r.all());
-    let v = r.json_exact();
     let summary = v["analysis"]["summary"].as_str().unwrap_or_default();
     assert!(summary.starts_with("deadlock (from stacks only"), "{mpi}: {summary}");
     assert!(

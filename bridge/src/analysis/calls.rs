@@ -58,7 +58,7 @@ pub(crate) struct Call {
     pub python_call: Option<String>,
     /// A Python program past its script: how its stack says it came
     /// there (`Position::InMpi::python_exit`).
-    pub python_exit: Option<String>,
+    pub python_exit: Option<crate::stacks::python::PythonExit>,
 }
 
 /// The place of every rank with a process in the snapshot.

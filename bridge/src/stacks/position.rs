@@ -4,6 +4,7 @@
 //! say nothing about the application (docs/design/stacks.md §4.3).
 
 use super::names::{canonical, classify, CallClass};
+use super::python::{python_exit, python_site, PythonExit};
 use crate::snapshot::model::{Frame, ThreadStack};
 
 /// What a thread is doing, from its stack alone.
@@ -27,11 +28,10 @@ pub enum Position {
         /// mpi4py's wrapper is on the stack.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         python_call: Option<String>,
-        /// Where a Python program that has left its script is: what ended
-        /// it (`exits after an uncaught exception`), from the
-        /// interpreter's exit functions on the stack.
+        /// A Python program that has left its script: how it came to the
+        /// interpreter's exit, which makes this call.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        python_exit: Option<String>,
+        python_exit: Option<PythonExit>,
     },
     /// In the application's code or a library of its own, not in MPI.
     NotInMpi {
@@ -67,16 +67,11 @@ pub fn position(t: &ThreadStack) -> Position {
         let outer = &t.frames[i + 1..];
         // In a Python program: the innermost Python frame, and mpi4py's
         // outermost wrapper between it and the call.
-        let py = outer.iter().position(|f| f.python);
+        let (py, python_call) = python_site(outer);
         let caller = match py {
             Some(j) => Some(frame_words(&outer[j])),
             None => outer.first().map(frame_words),
         };
-        let python_call = outer[..py.unwrap_or(0)]
-            .iter()
-            .rev()
-            .find_map(|f| super::python::mpi4py_name(f.function.as_deref()?))
-            .map(|q| super::python::python_spelling(&q));
         let python_exit = if py.is_none() { python_exit(outer) } else { None };
         return Position::InMpi {
             function: f.function.clone().unwrap_or_default(),
@@ -111,21 +106,6 @@ pub fn position(t: &ThreadStack) -> Position {
     Position::NotInMpi {
         at: inner.map(|j| frame_words(&t.frames[j])),
     }
-}
-
-/// A Python program past its script: the interpreter's exit on the stack
-/// (`Py_FinalizeEx` from `Py_RunMain`: the script ended, by its end or an
-/// uncaught exception; from `Py_Exit`: `sys.exit()` or `SystemExit`).
-fn python_exit(outer: &[Frame]) -> Option<String> {
-    let named = |n: &str| outer.iter().any(|f| f.function.as_deref() == Some(n));
-    if !(named("Py_FinalizeEx") || named("Py_Finalize")) {
-        return None;
-    }
-    Some(if named("Py_Exit") {
-        "as Python exits (sys.exit)".to_string()
-    } else {
-        "as Python exits (its script has ended)".to_string()
-    })
 }
 
 /// Whether an object's file name is an MPI library's (`libmpi.so.40`,
@@ -332,7 +312,7 @@ pub fn where_words_calls(threads: &[ThreadStack], calls: &[crate::snapshot::mode
                 }
                 let status = calls.iter().find(|c| c.tid == t.tid).and_then(|c| c.python_exit_status);
                 parts.push(match (caller, python_exit) {
-                    (_, Some(exit)) => format!("in {name}, {}", super::python::exit_words(status, &exit)),
+                    (_, Some(exit)) => format!("in {name}, {}", super::python::exit_words(status, exit)),
                     (Some(c), None) => format!("in {name}, called from {c}"),
                     (None, None) => format!("in {name}"),
                 })

@@ -7,6 +7,57 @@
 use crate::snapshot::model::{Frame, MpiCall, PythonFrame, PythonStacks, ThreadStack};
 use crate::target::{Target, TargetError};
 
+/// How a Python program that has left its script came to the
+/// interpreter's exit, as its stack says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PythonExit {
+    /// `Py_FinalizeEx` from `Py_RunMain`: the script ended, by its end or
+    /// an uncaught exception (its exit status tells which).
+    ScriptEnded,
+    /// `Py_Exit`: `sys.exit()` or `SystemExit`.
+    SysExit,
+}
+
+/// Whether a native frame is the interpreter's exit (`Py_FinalizeEx`,
+/// `Py_Finalize`, `Py_Exit`), where mpi4py's exit handler calls
+/// `MPI_Finalize` and the interpreter has torn its thread states down.
+pub fn is_interpreter_exit(f: &Frame) -> bool {
+    !f.python && matches!(f.function.as_deref(), Some("Py_FinalizeEx" | "Py_Finalize" | "Py_Exit"))
+}
+
+/// The interpreter's exit among the frames outside an MPI call, if the
+/// call is made from there.
+pub fn python_exit(outer: &[Frame]) -> Option<PythonExit> {
+    if !outer.iter().any(is_interpreter_exit) {
+        return None;
+    }
+    Some(
+        if outer
+            .iter()
+            .any(|f| !f.python && f.function.as_deref() == Some("Py_Exit"))
+        {
+            PythonExit::SysExit
+        } else {
+            PythonExit::ScriptEnded
+        },
+    )
+}
+
+/// Where a Python program made an MPI call, from the frames outside the
+/// call's entry point (innermost first): the index of the innermost Python
+/// frame (its caller), and the call as the program wrote it (`comm.bcast`),
+/// from mpi4py's outermost wrapper between the two.
+pub fn python_site(outer: &[Frame]) -> (Option<usize>, Option<String>) {
+    let py = outer.iter().position(|f| f.python);
+    let call = outer[..py.unwrap_or(0)]
+        .iter()
+        .rev()
+        .find_map(|f| mpi4py_name(f.function.as_deref()?))
+        .map(|q| python_spelling(&q));
+    (py, call)
+}
+
 /// Whether a native frame is CPython's evaluation loop, which runs Python
 /// frames: `_PyEval_EvalFrameDefault` (and its `.cold` parts), and
 /// `PyEval_EvalFrameEx` of old interpreters. Its inlined wrappers
@@ -79,10 +130,7 @@ pub fn interleave(threads: &mut [ThreadStack], py: &PythonStacks) -> Vec<String>
     let mut notes = Vec::new();
     // An interpreter that is exiting has torn its thread states down
     // already: no Python frame is missing then.
-    let exiting = threads
-        .iter()
-        .flat_map(|t| &t.frames)
-        .any(|f| !f.python && matches!(f.function.as_deref(), Some("Py_FinalizeEx" | "Py_Finalize" | "Py_Exit")));
+    let exiting = threads.iter().flat_map(|t| &t.frames).any(is_interpreter_exit);
     if let Some(e) = py.error.as_ref().filter(|_| !exiting) {
         notes.push(format!("the Python frames could not be read: {e}"));
     }
@@ -125,11 +173,13 @@ pub fn exit_statuses(
             continue;
         };
         let outer = t.frames.get(call.frame as usize + 1..).unwrap_or_default();
-        let named = |n: &str| outer.iter().position(|f| f.function.as_deref() == Some(n) && !f.python);
-        if named("Py_FinalizeEx").is_none() || named("Py_Exit").is_some() {
+        if python_exit(outer) != Some(PythonExit::ScriptEnded) {
             continue;
         }
-        let Some(main) = named("Py_RunMain") else {
+        let Some(main) = outer
+            .iter()
+            .position(|f| !f.python && f.function.as_deref() == Some("Py_RunMain"))
+        else {
             continue;
         };
         let frame = u32::try_from(call.frame as usize + 1 + main).unwrap_or(u32::MAX);
@@ -143,14 +193,15 @@ pub fn exit_statuses(
     Ok(())
 }
 
-/// How a Python program past its script came there: from its exit status
-/// when known, else as its stack says (`stack`).
-pub fn exit_words(status: Option<i64>, stack: &str) -> String {
-    match status {
-        Some(0) => "as Python exits: its script ran to its end".to_string(),
-        Some(1) => "as Python exits: its script raised an uncaught exception (exit status 1)".to_string(),
-        Some(s) => format!("as Python exits: its script ended with exit status {s}"),
-        None => stack.to_string(),
+/// How a Python program past its script came there, for its where-line:
+/// from its exit status when known, else as its stack says.
+pub fn exit_words(status: Option<i64>, exit: PythonExit) -> String {
+    match (status, exit) {
+        (_, PythonExit::SysExit) => "as Python exits (sys.exit)".to_string(),
+        (Some(0), _) => "as Python exits: its script ran to its end".to_string(),
+        (Some(1), _) => "as Python exits: its script raised an uncaught exception (exit status 1)".to_string(),
+        (Some(s), _) => format!("as Python exits: its script ended with exit status {s}"),
+        (None, PythonExit::ScriptEnded) => "as Python exits (its script has ended)".to_string(),
     }
 }
 

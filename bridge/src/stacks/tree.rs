@@ -18,6 +18,7 @@ use std::collections::HashMap;
 
 use super::names::{classify, CallClass};
 use super::position::{c_name, outermost_entry, position, Position};
+use super::python::{is_interpreter_exit, python_site};
 use crate::snapshot::model::{Communicator, Frame, MpiCall, ProcessSnapshot, Snapshot, ThreadStack};
 
 /// Which frames the tree holds.
@@ -317,12 +318,6 @@ impl Builder {
     }
 }
 
-/// The interpreter's exit (`Py_FinalizeEx`, `Py_Exit`): kept in a Python
-/// program's compact stack, the rest of the interpreter is not.
-fn is_python_exit(f: &Frame) -> bool {
-    matches!(f.function.as_deref(), Some("Py_FinalizeEx" | "Py_Finalize" | "Py_Exit"))
-}
-
 /// A native frame of CPython (its executable or library) or of mpi4py's
 /// Cython module.
 fn is_python_machinery(f: &Frame) -> bool {
@@ -383,7 +378,8 @@ fn compact_path(t: &ThreadStack, p: &ProcessSnapshot) -> Option<(Vec<Key>, Optio
     let mut outer = true;
     // A Python program reads as its Python frames, mpi4py's call and the
     // MPI call: the interpreter's and the binding's own frames are left out.
-    let python = t.frames.iter().any(|f| f.python) || t.frames.iter().any(is_python_exit);
+    // The interpreter's exit is kept, the rest of the interpreter is not.
+    let python = t.frames.iter().any(|f| f.python || is_interpreter_exit(f));
     for (k, f) in frames.iter().enumerate().rev() {
         let name = f.function.as_deref().unwrap_or_default();
         if outer && is_start_frame(name) {
@@ -393,7 +389,7 @@ fn compact_path(t: &ThreadStack, p: &ProcessSnapshot) -> Option<(Vec<Key>, Optio
         if k == 0 {
             break; // the innermost frame: below
         }
-        if python && !f.python && !is_python_exit(f) && is_python_machinery(f) {
+        if python && !f.python && !is_interpreter_exit(f) && is_python_machinery(f) {
             continue;
         }
         let label = function_label(f);
@@ -405,19 +401,13 @@ fn compact_path(t: &ThreadStack, p: &ProcessSnapshot) -> Option<(Vec<Key>, Optio
     let detail = match (&entry, frames.first()) {
         (Some((i, call)), _) => {
             let outer = &t.frames[i + 1..];
-            let py = outer.iter().position(|f| f.python);
+            let (py, api) = python_site(outer);
             let caller = match py {
                 Some(j) => location(&outer[j]),
                 None => outer.first().and_then(location),
             };
-            if python {
-                let api = outer[..py.unwrap_or(0)]
-                    .iter()
-                    .rev()
-                    .find_map(|f| super::python::mpi4py_name(f.function.as_deref()?));
-                if let Some(q) = api {
-                    path.push((super::python::python_spelling(&q), None));
-                }
+            if let Some(api) = api.filter(|_| python) {
+                path.push((api, None));
             }
             path.push((c_name(call), caller));
             let calls = p.stacks.as_ref().map(|s| s.calls.as_slice()).unwrap_or_default();

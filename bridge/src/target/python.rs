@@ -87,6 +87,12 @@ pub fn read_live(pid: u32) -> Option<PythonStacks> {
     if !runs_python(pid) {
         return None;
     }
+    read_python(pid)
+}
+
+/// [`read_live`] of a process the caller knows maps a CPython interpreter
+/// (it read the process's objects already).
+pub fn read_python(pid: u32) -> Option<PythonStacks> {
     let Ok(pid) = py_spy::Pid::try_from(pid) else {
         return None;
     };

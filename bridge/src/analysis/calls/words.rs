@@ -11,6 +11,7 @@ use crate::analysis::job::{comm_words, translate, Job};
 use crate::analysis::words::ranks_words;
 use crate::snapshot::model::Snapshot;
 use crate::stacks::names::CallClass;
+use crate::stacks::python::PythonExit;
 
 /// Where one rank is, for [`crate::analysis::Analysis::where_`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,7 +78,7 @@ fn call_said(snap: &Snapshot, pi: usize, call: &Call) -> Said {
         .map(|t| format!(", {t}"))
         .unwrap_or_default();
     let at = location(&call.caller);
-    if let Some(exit) = &call.python_exit {
+    if let Some(exit) = call.python_exit {
         return python_exit_said(exit, call.args.as_ref().and_then(|a| a.python_exit_status), &name, &on);
     }
     if let Some(py) = &call.python_call {
@@ -148,22 +149,22 @@ fn python_place(caller: &Option<String>) -> String {
 }
 
 /// A Python program in `name` from the interpreter's exit.
-fn python_exit_said(stack: &str, status: Option<i64>, name: &str, on: &str) -> Said {
-    let (one, many) = match status {
-        Some(0) => (
+fn python_exit_said(exit: PythonExit, status: Option<i64>, name: &str, on: &str) -> Said {
+    let (one, many) = match (status, exit) {
+        (_, PythonExit::SysExit) => ("called sys.exit()".to_string(), "called sys.exit()".to_string()),
+        (Some(0), _) => (
             "ran its script to its end".to_string(),
             "ran their scripts to their end".to_string(),
         ),
-        Some(1) => (
+        (Some(1), _) => (
             "exited its script with an uncaught exception".to_string(),
             "exited their scripts with an uncaught exception".to_string(),
         ),
-        Some(s) => (
+        (Some(s), _) => (
             format!("ended its script with exit status {s}"),
             format!("ended their scripts with exit status {s}"),
         ),
-        None if stack.contains("sys.exit") => ("called sys.exit()".to_string(), "called sys.exit()".to_string()),
-        None => (
+        (None, PythonExit::ScriptEnded) => (
             "has left its Python script".to_string(),
             "have left their Python scripts".to_string(),
         ),
