@@ -43,6 +43,19 @@ impl<M: Memory> Process<M> {
         self.pid
     }
 
+    /// Whether the process maps a CPython interpreter or its library.
+    pub fn maps_python(&self) -> bool {
+        let objects = self.image.objects();
+        objects.iter().any(|o| mpiq::target::python::is_python_object(&o.name))
+    }
+
+    /// The pid of a live process this mpiq holds stopped that maps a CPython
+    /// interpreter: one whose Python frames are read by pid.
+    pub fn live_python_pid(&self) -> Option<u32> {
+        self.pid
+            .filter(|_| self.attachment.is_some() && self.core_file.is_none() && self.maps_python())
+    }
+
     /// The main executable's path.
     pub fn executable(&self) -> &str {
         &self.executable
@@ -175,12 +188,7 @@ impl<M: Memory> Target for Process<M> {
     /// process only while this mpiq holds it stopped; of a core file whose
     /// process mapped a CPython interpreter.
     fn python_stacks(&mut self) -> Result<Option<mpiq::PythonStacks>, TargetError> {
-        let python = self
-            .image
-            .objects()
-            .iter()
-            .any(|o| mpiq::target::python::is_python_object(&o.name));
-        if !python {
+        if !self.maps_python() {
             return Ok(None);
         }
         Ok(match (&self.core_file, &self.attachment, self.pid) {

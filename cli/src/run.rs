@@ -208,6 +208,13 @@ fn collect_slots<M: crate::image::Memory>(
     if slots.iter().all(|s| matches!(s, Slot::Failed(_))) {
         return Err(RunError::NothingOpened(failures.join("\n")));
     }
+    let python: Vec<u32> = slots
+        .iter()
+        .filter_map(|s| match s {
+            Slot::Open(p) => p.live_python_pid(),
+            Slot::Failed(_) => None,
+        })
+        .collect();
     let result = {
         let mut targets: Vec<&mut dyn Target> = slots
             .iter_mut()
@@ -225,13 +232,20 @@ fn collect_slots<M: crate::image::Memory>(
                     .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
             );
         });
-        let r = match &rep.keep {
-            Some(keep) => mpiq::collect_all_with(&mut targets, opts, &mut |recordings| {
-                keep.lock().unwrap_or_else(|e| e.into_inner()).extend(recordings);
-                Ok(())
-            }),
-            None => mpiq::collect_all(&mut targets, opts),
-        };
+        let r = std::thread::scope(|s| {
+            // Where each Python rank's interpreter is, found beside the
+            // reading, from the last rank back (the reading goes forward).
+            if !opts.no_python {
+                s.spawn(|| python.iter().rev().for_each(|&pid| mpiq::target::python::prepare(pid)));
+            }
+            match &rep.keep {
+                Some(keep) => mpiq::collect_all_with(&mut targets, opts, &mut |recordings| {
+                    keep.lock().unwrap_or_else(|e| e.into_inner()).extend(recordings);
+                    Ok(())
+                }),
+                None => mpiq::collect_all(&mut targets, opts),
+            }
+        });
         if let Some(s) = spinner {
             s.finish_and_clear();
         }

@@ -96,20 +96,19 @@ pub fn read_python(pid: u32) -> Option<PythonStacks> {
     let Ok(pid) = py_spy::Pid::try_from(pid) else {
         return None;
     };
-    let config = config();
     let started = start_time(pid);
     let read = std::panic::catch_unwind(|| -> Result<PythonStacks, anyhow::Error> {
         // The interpreter's addresses found for this process before (the
-        // previous sample) hold while it is the same process.
+        // previous sample, or [`prepare`]) hold while it is the same process.
         let kept = started.and_then(|t| take_spy(pid, t));
         let mut spy = match kept {
             Some(s) => s,
-            None => py_spy::PythonSpy::new(pid, &config)?,
+            None => py_spy::PythonSpy::new(pid, &config())?,
         };
         let version = spy.version.to_string();
         let traces = spy.get_stack_traces()?;
         if let Some(t) = started {
-            keep_spy(pid, t, spy);
+            keep_spy(pid, t, Some(spy));
         }
         Ok(convert(version, traces))
     });
@@ -123,32 +122,78 @@ pub fn read_python(pid: u32) -> Option<PythonStacks> {
     })
 }
 
-/// What py-spy learnt of a process (where its interpreter is, its version),
-/// by pid and start time, for the next sample of the same process.
-type Spies = std::collections::HashMap<py_spy::Pid, (u64, py_spy::PythonSpy)>;
+/// Finds where live process `pid`'s interpreter is (py-spy parses its
+/// binaries and reads their static data: the version, the runtime's
+/// address), for a later [`read_python`] of the same process. Safe while
+/// the process runs; meant to run beside the reading of other processes
+/// (`mpiq job` prepares the ranks it has not reached yet). Errors are
+/// left for [`read_python`] to meet and report.
+pub fn prepare(pid: u32) {
+    let Ok(pid) = py_spy::Pid::try_from(pid) else {
+        return;
+    };
+    let Some(started) = start_time(pid) else {
+        return;
+    };
+    {
+        let mut m = spies().0.lock().unwrap_or_else(|e| e.into_inner());
+        if m.get(&pid).is_some_and(|(t, _)| *t == started) {
+            return;
+        }
+        // Claimed: a reader of this process waits for it.
+        m.insert(pid, (started, None));
+    }
+    let spy = std::panic::catch_unwind(|| py_spy::PythonSpy::new(pid, &config()).ok())
+        .ok()
+        .flatten();
+    keep_spy(pid, started, spy);
+}
 
-fn spies() -> &'static std::sync::Mutex<Spies> {
-    static SPIES: std::sync::OnceLock<std::sync::Mutex<Spies>> = std::sync::OnceLock::new();
+/// What py-spy learnt of a process (where its interpreter is, its version),
+/// by pid and start time, for the next sample of the same process; `None`
+/// while [`prepare`] is finding it.
+type Spies = std::collections::HashMap<py_spy::Pid, (u64, Option<py_spy::PythonSpy>)>;
+
+fn spies() -> &'static (std::sync::Mutex<Spies>, std::sync::Condvar) {
+    static SPIES: std::sync::OnceLock<(std::sync::Mutex<Spies>, std::sync::Condvar)> = std::sync::OnceLock::new();
     SPIES.get_or_init(Default::default)
 }
 
 /// The most processes whose interpreter's addresses are kept.
 const KEPT: usize = 4096;
 
+/// The spy kept for process `pid` started at `started`, waiting while one
+/// is being prepared.
 fn take_spy(pid: py_spy::Pid, started: u64) -> Option<py_spy::PythonSpy> {
-    let mut m = spies().lock().unwrap_or_else(|e| e.into_inner());
-    match m.remove(&pid) {
-        Some((t, spy)) if t == started => Some(spy),
-        _ => None,
+    let (lock, ready) = spies();
+    let mut m = lock.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        match m.get(&pid) {
+            Some((t, None)) if *t == started => {
+                m = ready.wait(m).unwrap_or_else(|e| e.into_inner());
+            }
+            Some((t, Some(_))) if *t == started => return m.remove(&pid).and_then(|(_, spy)| spy),
+            _ => return None,
+        }
     }
 }
 
-fn keep_spy(pid: py_spy::Pid, started: u64, spy: py_spy::PythonSpy) {
-    let mut m = spies().lock().unwrap_or_else(|e| e.into_inner());
-    if m.len() >= KEPT {
-        m.clear();
+/// Keeps `spy` (none: preparing it failed) for the next reading of `pid`.
+fn keep_spy(pid: py_spy::Pid, started: u64, spy: Option<py_spy::PythonSpy>) {
+    let (lock, ready) = spies();
+    let mut m = lock.lock().unwrap_or_else(|e| e.into_inner());
+    match spy {
+        Some(spy) => {
+            if m.len() >= KEPT {
+                m.retain(|_, (_, s)| s.is_none());
+            }
+            m.insert(pid, (started, Some(spy)));
+        }
+        None => {
+            m.remove(&pid);
+        }
     }
-    m.insert(pid, (started, spy));
+    ready.notify_all();
 }
 
 /// A process's start time (clock ticks after boot, `/proc/PID/stat`), which
@@ -190,6 +235,19 @@ pub fn read_core(_core: &std::path::Path) -> PythonStacks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preparing_a_process_without_python_leaves_no_claim() {
+        // This test runs no CPython: py-spy fails, and a reader of the
+        // process must not wait for a spy that never comes.
+        let me = std::process::id();
+        prepare(me);
+        let pid = py_spy::Pid::try_from(me).unwrap();
+        let started = start_time(pid).unwrap();
+        assert!(take_spy(pid, started).is_none());
+        let stacks = read_python(me).unwrap();
+        assert!(stacks.error.is_some(), "{stacks:?}");
+    }
 
     #[test]
     fn python_objects_are_the_interpreter_and_its_library() {
