@@ -422,6 +422,16 @@ impl CoreProcess {
         for o in &objects {
             check_same_file(&mem, o, &mut warnings);
         }
+        let page = crate::live::auxv_value(&layout.auxv, 6, w, layout.little).unwrap_or(4096);
+        let python_code_maps = crate::pycore::missing_code_maps(
+            mem.files.iter().map(|(f, _)| f),
+            |start| mem.segments.iter().any(|s| s.vaddr == start),
+            |path| {
+                let (_, bytes) = mem.files.iter().find(|(f, _)| f.path == path)?;
+                crate::pycore::code_offset(bytes.as_ref()?, page)
+            },
+            exe_index.map_or("", |i| objects[i].name.as_str()),
+        );
         let image = ProcessImage::new(objects, exe_index, &mem);
         let executable = image
             .executable()
@@ -437,6 +447,7 @@ impl CoreProcess {
             attachment: None,
             core_threads: layout.threads,
             core_file: Some(path.to_path_buf()),
+            core_python_maps: python_code_maps,
             warnings,
             unwound: None,
         })

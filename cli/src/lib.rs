@@ -55,6 +55,8 @@ pub mod pmix;
 pub mod process;
 /// Stopping and releasing a live process.
 pub mod ptrace;
+/// Python frames from a core file: the view of it py-spy can read.
+pub mod pycore;
 /// The output: snapshot, analysis (text, JSON, dot, CSV, SVG), exit status.
 pub mod report;
 /// Running the commands: open, dump, release, render.

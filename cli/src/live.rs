@@ -204,6 +204,7 @@ impl LiveProcess {
             attachment: None,
             core_threads: Vec::new(),
             core_file: None,
+            core_python_maps: Vec::new(),
             warnings,
             unwound: None,
         })

