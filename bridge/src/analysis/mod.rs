@@ -48,6 +48,7 @@ mod graph;
 mod groups;
 mod job;
 mod matching;
+mod missing;
 mod model;
 mod progress;
 mod render;

@@ -526,7 +526,7 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
             None => format!("{summary} ({said})"),
         };
         if verdict == Verdict::Unknown && stall.is_none() {
-            summary.push_str(&format!("; {}", stacks_only_missing(&inp, &only)));
+            summary.push_str(&format!("; {}", super::missing::stacks_only_missing(&inp, &only)));
         }
     }
 
@@ -549,51 +549,6 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         evidence,
         stacks_only: inp.stacks.stacks_only.iter().copied().collect(),
     }
-}
-
-/// What the stacks of the stacks-only ranks lack for a verdict.
-fn stacks_only_missing(inp: &Inputs<'_>, only: &[i64]) -> String {
-    let st = &inp.stacks;
-    let not_blocked: Vec<i64> = st
-        .places
-        .iter()
-        .filter(|(_, p)| !matches!(p, Place::InMpi(_) | Place::InMpiUnnamed(_)))
-        .map(|(r, _)| *r)
-        .collect();
-    let unnamed: Vec<i64> = st
-        .places
-        .iter()
-        .filter(|(_, p)| matches!(p, Place::InMpiUnnamed(_)))
-        .map(|(r, _)| *r)
-        .collect();
-    let mut why = if inp.progress.is_none() {
-        "from stacks alone a deadlock needs two samples that show every rank blocked in MPI in the same \
-         place (one sample, or a core file, cannot)"
-            .to_string()
-    } else if !not_blocked.is_empty() {
-        format!(
-            "{} not blocked inside MPI, so may still arrive",
-            match not_blocked.len() {
-                1 => format!("rank {} is", not_blocked[0]),
-                _ => format!("{} are", ranks_words(&not_blocked)),
-            }
-        )
-    } else if !unnamed.is_empty() {
-        format!(
-            "the stacks cannot name the MPI call of {} (the MPI library has no symbol there)",
-            ranks_words(&unnamed)
-        )
-    } else if inp.progress.as_ref().is_some_and(|p| !p.changed.is_empty()) {
-        "some ranks moved between the two samples".to_string()
-    } else {
-        "the stacks cannot tell whether the ranks' calls can complete (all in one collective, a test \
-         loop, or calling frames that could not be read)"
-            .to_string()
-    };
-    if let Some(w) = ranks_said(st.snap, inp.job, st.places, only, 4) {
-        why.push_str(&format!("; where they are: {w}"));
-    }
-    why
 }
 
 #[cfg(test)]

@@ -1,0 +1,74 @@
+//! What the stacks of the stacks-only ranks (their MPI gives no readable
+//! queues) lack for a verdict, in words for the summary.
+
+use super::calls::{ranks_said, Place};
+use super::verdict::{Inputs, StackFacts};
+use super::words::ranks_words;
+use crate::stacks::names::CallClass;
+
+/// What the stacks of the stacks-only ranks lack for a verdict.
+pub(super) fn stacks_only_missing(inp: &Inputs<'_>, only: &[i64]) -> String {
+    let st = &inp.stacks;
+    let not_blocked: Vec<i64> = st
+        .places
+        .iter()
+        .filter(|(_, p)| !matches!(p, Place::InMpi(_) | Place::InMpiUnnamed(_)))
+        .map(|(r, _)| *r)
+        .collect();
+    let unnamed: Vec<i64> = st
+        .places
+        .iter()
+        .filter(|(_, p)| matches!(p, Place::InMpiUnnamed(_)))
+        .map(|(r, _)| *r)
+        .collect();
+    let mut why = if inp.progress.is_none() {
+        "from stacks alone a deadlock needs two samples that show every rank blocked in MPI in the same \
+         place (one sample, or a core file, cannot)"
+            .to_string()
+    } else if !not_blocked.is_empty() {
+        format!(
+            "{} not blocked inside MPI, so may still arrive",
+            match not_blocked.len() {
+                1 => format!("rank {} is", not_blocked[0]),
+                _ => format!("{} are", ranks_words(&not_blocked)),
+            }
+        )
+    } else if !unnamed.is_empty() {
+        format!(
+            "the stacks cannot name the MPI call of {} (the MPI library has no symbol there)",
+            ranks_words(&unnamed)
+        )
+    } else if inp.progress.as_ref().is_some_and(|p| !p.changed.is_empty()) {
+        "some ranks moved between the two samples".to_string()
+    } else if let Some(r) = Some(undigested(st)).filter(|r| !r.is_empty()) {
+        format!(
+            "from stacks alone a deadlock needs the calling frames of {} unchanged between the samples, and \
+             they were not read (mpiq reads none while it writes a recording: they are stack memory), or \
+             could not be",
+            ranks_words(&r)
+        )
+    } else {
+        "the stacks cannot tell whether the ranks' calls can complete (all in one collective, a test \
+         loop, or calling frames that could not be read)"
+            .to_string()
+    };
+    if let Some(w) = ranks_said(st.snap, inp.job, st.places, only, 4) {
+        why.push_str(&format!("; where they are: {w}"));
+    }
+    why
+}
+
+/// The stacks-only ranks in a blocking MPI call whose calling frames have no
+/// digest ([`crate::stacks::state`]).
+fn undigested(st: &StackFacts<'_>) -> Vec<i64> {
+    st.stacks_only
+        .iter()
+        .filter(|r| match st.places.get(r) {
+            Some(Place::InMpi(calls)) => calls.iter().any(|c| {
+                !matches!(c.class, CallClass::Poll { .. }) && c.args.as_ref().is_none_or(|a| a.state.is_none())
+            }),
+            _ => false,
+        })
+        .copied()
+        .collect()
+}
