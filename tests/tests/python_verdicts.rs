@@ -310,23 +310,26 @@ fn raise_before_bcast_packaged(mpi: Mpi) {
         )),
         "{mpi}: {summary}"
     );
-    for rank in (0..job.nprocs()).filter(|&k| k != 1) {
-        let p = process(&v, rank);
+    assert_where_lines(mpi, &v, job.nprocs(), line);
+    assert_released(&job);
+}
+
+/// The where-lines of the raising job: the waiting ranks in `comm.bcast` called from
+/// `solve` at `line`, rank 1 in `MPI_Finalize` as Python exits.
+fn assert_where_lines(mpi: Mpi, v: &Value, nprocs: usize, line: usize) {
+    for rank in (0..nprocs).filter(|&k| k != 1) {
+        let p = process(v, rank);
         assert_eq!(
             p["stacks"]["where"],
             format!("in MPI_Bcast (comm.bcast), called from solve (raise_before_bcast.py:{line})"),
             "{mpi}: rank {rank}"
         );
     }
-    let where1 = process(&v, 1)["stacks"]["where"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let where1 = process(v, 1)["stacks"]["where"].as_str().unwrap_or_default();
     assert!(
         where1.starts_with("in MPI_Finalize, as Python exits"),
         "{mpi}: {where1}"
     );
-    assert_released(&job);
 }
 
 #[test]
@@ -368,24 +371,12 @@ fn raise_before_bcast_cores(mpi: Mpi) {
             Some(&("solve".to_string(), "raise_before_bcast.py".to_string(), line as u64)),
             "{mpi}: rank {rank}'s innermost Python frame, from its core: {py:?}"
         );
-        assert_eq!(
-            p["stacks"]["where"],
-            format!("in MPI_Bcast (comm.bcast), called from solve (raise_before_bcast.py:{line})"),
-            "{mpi}: rank {rank}"
-        );
     }
+    assert_where_lines(mpi, &v, cores.len(), line);
     let summary = v["analysis"]["summary"].as_str().unwrap_or_default();
     assert!(
         summary.contains(&format!("at raise_before_bcast.py:{line} (MPI_Bcast")),
         "{mpi}: {summary}"
-    );
-    let where1 = process(&v, 1)["stacks"]["where"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        where1.starts_with("in MPI_Finalize, as Python exits"),
-        "{mpi}: {where1}"
     );
 }
 
