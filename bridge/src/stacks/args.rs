@@ -223,7 +223,11 @@ impl Reader<'_> {
             }
         }
         if w.root {
-            match self.value("root") {
+            let handle = mc
+                .comm_handle
+                .as_deref()
+                .and_then(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok());
+            match self.value("root").or_else(|| self.inner_on_same_comm(handle?, "root")) {
                 Some(r) => mc.root = Some(r as i64),
                 None => self.missing("root"),
             }
@@ -292,6 +296,22 @@ impl Reader<'_> {
     /// from the entry point inwards) that has one.
     fn inner(&mut self, name: &str) -> Option<u64> {
         (0..self.entry).rev().find_map(|f| self.ask(f, name))
+    }
+
+    /// The value of `name` in the outermost frame inside the call that has
+    /// one and got the call's own communicator `handle` (as `comm`): there a
+    /// `root` is of the same communicator (Open MPI's `PMPI_Bcast` may have
+    /// its `root` optimised out while its collective module's functions
+    /// have it).
+    fn inner_on_same_comm(&mut self, handle: u64, name: &str) -> Option<u64> {
+        for f in (0..self.entry).rev() {
+            if self.ask(f, "comm") == Some(handle) {
+                if let Some(v) = self.ask(f, name) {
+                    return Some(v);
+                }
+            }
+        }
+        None
     }
 
     /// The communicator: the handle the call got, and the communicator of
@@ -850,6 +870,39 @@ mod tests {
         assert_eq!(
             (c.communicator.as_deref(), c.peer, c.buffer),
             (Some("0x3100"), None, None)
+        );
+    }
+
+    #[test]
+    fn open_mpi_root_optimised_out_is_read_where_the_same_communicator_is_passed_on() {
+        // PMPI_Bcast (frame 2) lost `root`; a module function on another
+        // communicator (frame 1, a sub-communicator's local root) must not
+        // give it, the one on the call's own communicator (frame 0) does.
+        let bcast = thread(
+            14,
+            &[
+                ("ompi_coll_base_bcast_intra_pipeline", OMPI),
+                ("mca_coll_han_bcast_intra", "/opt/ompi/lib/openmpi/mca_coll_han.so"),
+                ("PMPI_Bcast", OMPI),
+                ("main", "/opt/u/app"),
+            ],
+        );
+        let mut host = ompi_host(&[
+            ((14, 2, "comm"), 0x1000),
+            ((14, 1, "comm"), 0x2000),
+            ((14, 1, "root"), 5),
+            ((14, 0, "comm"), 0x1000),
+            ((14, 0, "root"), 1),
+        ]);
+        let c = calls(&mut host, std::slice::from_ref(&bcast), &ompi_comms()).remove(0);
+        assert_eq!((c.call.as_str(), c.root, c.why.as_deref()), ("bcast", Some(1), None));
+        // Nowhere on the same communicator: unknown, and said.
+        host.values.remove(&(14, 0, "root"));
+        let c = calls(&mut host, std::slice::from_ref(&bcast), &ompi_comms()).remove(0);
+        assert_eq!(c.root, None);
+        assert_eq!(
+            c.why.as_deref(),
+            Some("root: optimised out, or not known to the debugger")
         );
     }
 
