@@ -465,10 +465,15 @@ fn unknown_partners(scene: &Scene<'_>, r: i64, call: &Call, waits: &str, is: &st
     let others = usize::try_from(scene.job.size - 1).unwrap_or(1).max(1);
     let words = format!("rank {r} waits in {name} {waits}");
     let why = format!("rank {r} is in {name}, {is}");
+    unresolved(r, call, OpKind::Call, others, words, why)
+}
+
+/// The uncertain wait of a call on `others` ranks, not known which.
+fn unresolved(r: i64, call: &Call, op: OpKind, others: usize, words: String, why: String) -> Vec<Wait> {
     vec![call_wait(
         r,
         call,
-        OpKind::Call,
+        op,
         Target::Unresolved { others },
         false,
         words,
@@ -521,15 +526,7 @@ fn unlisted_send(scene: &Scene<'_>, r: i64, call: &Call, synchronous: bool) -> V
     let Some(d) = dest else {
         let words = format!("rank {r} waits in {name} for an unknown receiver");
         let why = format!("rank {r} is in {name}, whose destination could not be recovered");
-        return vec![call_wait(
-            r,
-            call,
-            OpKind::SyncSend,
-            Target::Unresolved { others: 1 },
-            false,
-            words,
-            Some(why),
-        )];
+        return unresolved(r, call, OpKind::SyncSend, 1, words, why);
     };
     let tag = call.args.as_ref().and_then(|a| a.tag);
     let comm = call

@@ -83,15 +83,7 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
     let others = usize::try_from(scene.job.size - 1).unwrap_or(1).max(1);
     let unresolved = |why: String| {
         let words = format!("rank {r} is in {name} and waits for the members of its communicator");
-        vec![call_wait(
-            r,
-            call,
-            OpKind::Collective,
-            Target::Unresolved { others },
-            false,
-            words,
-            Some(why),
-        )]
+        super::unresolved(r, call, OpKind::Collective, others, words, why)
     };
     let Some(&pi) = scene.job.procs.get(&r) else {
         return Vec::new();

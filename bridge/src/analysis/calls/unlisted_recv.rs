@@ -3,7 +3,7 @@
 //! object probes first), and a receive whose request left the queue is
 //! about to return. It waits for its source to send a matching message.
 
-use super::{c_name, call_wait, Call, Scene};
+use super::{c_name, call_wait, unknown_partners, unresolved, Call, Scene};
 use crate::analysis::job::{comm_words, translate};
 use crate::analysis::matching::{Target, Wait};
 use crate::analysis::model::OpKind;
@@ -26,18 +26,13 @@ pub(super) fn unlisted_recv(scene: &Scene<'_>, r: i64, call: &Call) -> Vec<Wait>
         (!certain).then(|| format!("rank {r} is in {name} {what}; a second sample tells whether it stays there"))
     };
     let Some((ci, c)) = comm else {
-        let words = format!("rank {r} waits in {name} for a message from an unknown rank");
-        let why = format!("rank {r} is in {name}, whose communicator could not be recovered");
-        let others = usize::try_from(scene.job.size - 1).unwrap_or(1).max(1);
-        return vec![call_wait(
+        return unknown_partners(
+            scene,
             r,
             call,
-            OpKind::Call,
-            Target::Unresolved { others },
-            false,
-            words,
-            Some(why),
-        )];
+            "for a message from an unknown rank",
+            "whose communicator could not be recovered",
+        );
     };
     let on = comm_words(&c.name);
     let tag = args.and_then(|a| if a.any_tag { None } else { a.tag });
@@ -55,15 +50,7 @@ pub(super) fn unlisted_recv(scene: &Scene<'_>, r: i64, call: &Call) -> Vec<Wait>
     if sources.is_empty() {
         let words = format!("rank {r} waits in {name} for a message on {on}");
         let why = format!("rank {r} is in {name} on {on}, whose source could not be recovered");
-        return vec![call_wait(
-            r,
-            call,
-            OpKind::Call,
-            Target::Unresolved { others: 1 },
-            false,
-            words,
-            Some(why),
-        )];
+        return unresolved(r, call, OpKind::Call, 1, words, why);
     }
     let id = scene.ids.get(pr, ci);
     if sources.iter().any(|&s| sends_pending(scene, s, r, id, tag)) {
