@@ -39,11 +39,22 @@ fn said(verb_one: &str, verb_many: &str, rest: &str) -> Said {
     }
 }
 
-/// `(solver.c:88)` from a caller `main (solver.c:88)`, or `, called from X`.
+/// `solver.c:88` from a caller `main (solver.c:88)`: the last parenthesis,
+/// when it ends the words and names a line (a C++ caller's own name may
+/// hold parentheses: `std::function<void ()>::operator()`).
+fn caller_line(caller: &str) -> Option<&str> {
+    let inner = caller.get(caller.rfind(" (")? + 2..)?.strip_suffix(')')?;
+    inner
+        .rsplit_once(':')
+        .is_some_and(|(_, n)| n.parse::<u32>().is_ok())
+        .then_some(inner)
+}
+
+/// ` (solver.c:88)` from a caller `main (solver.c:88)`, or `, called from X`.
 fn location(caller: &Option<String>) -> String {
     match caller {
-        Some(c) => match c.find(" (") {
-            Some(i) => c[i..].to_string(),
+        Some(c) => match caller_line(c) {
+            Some(l) => format!(" ({l})"),
             None => format!(", called from {c}"),
         },
         None => String::new(),
@@ -143,7 +154,7 @@ fn python_args(call: &Call) -> String {
 fn python_place(caller: &Option<String>) -> String {
     caller
         .as_deref()
-        .and_then(|c| Some(c.get(c.find(" (")? + 2..c.len().checked_sub(1)?)?.to_string()))
+        .and_then(caller_line)
         .map(|l| format!(" at {l}"))
         .unwrap_or_default()
 }
@@ -275,4 +286,27 @@ pub(crate) fn ranks_said(
         parts.push(format!("{} are elsewhere", ranks_words(&rest)));
     }
     Some(parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_callers_line_is_its_last_parenthesis_when_it_names_one() {
+        assert_eq!(caller_line("main (solver.c:88)"), Some("solver.c:88"));
+        assert_eq!(
+            caller_line("solve (raise_before_bcast.py:50)"),
+            Some("raise_before_bcast.py:50")
+        );
+        let cxx = "std::function<void ()>::operator() (functional:591)";
+        assert_eq!(caller_line(cxx), Some("functional:591"));
+        assert_eq!(caller_line("std::function<void ()>::operator()"), None);
+        assert_eq!(
+            location(&Some("std::function<void ()>::operator()".into())),
+            ", called from std::function<void ()>::operator()"
+        );
+        assert_eq!(location(&Some("main (solver.c:88)".into())), " (solver.c:88)");
+        assert_eq!(python_place(&Some("0x401000".into())), "");
+    }
 }
