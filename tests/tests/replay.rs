@@ -47,8 +47,13 @@ fn stem(mpi: Mpi, example: Example) -> String {
     format!("{}-{}", mpi.name(), example.name())
 }
 
+/// `name` in this run's scratch directory, beside the tests' other work
+/// directories (`<cargo profile dir>/mpiq-work/`), not in `/tmp`, where it
+/// would outlive the run.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mpiq-replay-test-{}", std::process::id()));
+    let dir = mpiq_tests::frontends::artifacts_dir()
+        .join("mpiq-work")
+        .join(format!("replay-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch dir");
     dir.join(name)
 }
