@@ -268,46 +268,21 @@ fn main() {
         }
         return;
     }
-    if args.first().map(String::as_str) == Some("stacks") {
-        let scratch = std::env::temp_dir().join(format!("mpiq-bench-stacks-{}", std::process::id()));
+    // The subcommands that start jobs: each gets a scratch directory of its own.
+    type Sub = fn(&[String], &Path) -> Result<(), String>;
+    let subs: [(&str, Sub); 4] = [
+        ("stacks", stacks::main),
+        ("nodes", nodes::main),
+        ("python", python::main),
+        ("watch", watch::main),
+    ];
+    if let Some((name, sub)) = subs.iter().find(|(n, _)| args.first().map(String::as_str) == Some(n)) {
+        let scratch = std::env::temp_dir().join(format!("mpiq-bench-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&scratch).unwrap_or_else(|e| die(&format!("{}: {e}", scratch.display())));
-        let r = stacks::main(&args[1..], &scratch);
+        let r = sub(&args[1..], &scratch);
         let _ = std::fs::remove_dir_all(&scratch);
         if let Err(e) = r {
-            eprintln!("mpiq-bench stacks: {e}");
-            std::process::exit(1);
-        }
-        return;
-    }
-    if args.first().map(String::as_str) == Some("nodes") {
-        let scratch = std::env::temp_dir().join(format!("mpiq-bench-nodes-{}", std::process::id()));
-        std::fs::create_dir_all(&scratch).unwrap_or_else(|e| die(&format!("{}: {e}", scratch.display())));
-        let r = nodes::main(&args[1..], &scratch);
-        let _ = std::fs::remove_dir_all(&scratch);
-        if let Err(e) = r {
-            eprintln!("mpiq-bench nodes: {e}");
-            std::process::exit(1);
-        }
-        return;
-    }
-    if args.first().map(String::as_str) == Some("python") {
-        let scratch = std::env::temp_dir().join(format!("mpiq-bench-python-{}", std::process::id()));
-        std::fs::create_dir_all(&scratch).unwrap_or_else(|e| die(&format!("{}: {e}", scratch.display())));
-        let r = python::main(&args[1..], &scratch);
-        let _ = std::fs::remove_dir_all(&scratch);
-        if let Err(e) = r {
-            eprintln!("mpiq-bench python: {e}");
-            std::process::exit(1);
-        }
-        return;
-    }
-    if args.first().map(String::as_str) == Some("watch") {
-        let scratch = std::env::temp_dir().join(format!("mpiq-bench-watch-{}", std::process::id()));
-        std::fs::create_dir_all(&scratch).unwrap_or_else(|e| die(&format!("{}: {e}", scratch.display())));
-        let r = watch::main(&args[1..], &scratch);
-        let _ = std::fs::remove_dir_all(&scratch);
-        if let Err(e) = r {
-            eprintln!("mpiq-bench watch: {e}");
+            eprintln!("mpiq-bench {name}: {e}");
             std::process::exit(1);
         }
         return;

@@ -109,7 +109,7 @@ fn prstatus_regs(desc: &[u8]) -> Option<crate::ptrace::ThreadRegs> {
     Some(crate::ptrace::ThreadRegs { tid, regs: Ok(regs) })
 }
 
-fn word(b: &[u8], at: usize, size: usize, little: bool) -> Option<u64> {
+pub(crate) fn word(b: &[u8], at: usize, size: usize, little: bool) -> Option<u64> {
     let s = b.get(at..at + size)?;
     let mut v = [0u8; 8];
     Some(if little {
@@ -422,13 +422,12 @@ impl CoreProcess {
         for o in &objects {
             check_same_file(&mem, o, &mut warnings);
         }
-        let page = crate::live::auxv_value(&layout.auxv, 6, w, layout.little).unwrap_or(4096);
         let python_code_maps = crate::pycore::missing_code_maps(
             mem.files.iter().map(|(f, _)| f),
             |start| mem.segments.iter().any(|s| s.vaddr == start),
             |path| {
-                let (_, bytes) = mem.files.iter().find(|(f, _)| f.path == path)?;
-                crate::pycore::code_offset(bytes.as_ref()?, page)
+                let code = opened.get(path)?.loads().iter().find(|l| l.exec)?;
+                Some(code.offset & !(page - 1))
             },
             exe_index.map_or("", |i| objects[i].name.as_str()),
         );

@@ -52,6 +52,8 @@ pub struct LoadSegment {
     pub filesz: u64,
     /// `p_align`
     pub align: u64,
+    /// `p_flags` has `PF_X`: the code.
+    pub exec: bool,
 }
 
 /// What kind of ELF file.
@@ -227,6 +229,7 @@ fn program_headers<Elf: FileHeader>(data: &[u8]) -> object::Result<(Vec<LoadSegm
                 offset: ph.p_offset(endian).into(),
                 filesz: ph.p_filesz(endian).into(),
                 align: ph.p_align(endian).into(),
+                exec: ph.p_flags(endian) & object::elf::PF_X != 0,
             }),
             PT_DYNAMIC => dynamic = Some(vaddr),
             _ => {}

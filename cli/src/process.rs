@@ -191,13 +191,10 @@ impl<M: Memory> Target for Process<M> {
     /// process only while this mpiq holds it stopped; of a core file whose
     /// process mapped a CPython interpreter.
     fn python_stacks(&mut self) -> Result<Option<mpiq::PythonStacks>, TargetError> {
-        if !self.maps_python() {
-            return Ok(None);
-        }
-        Ok(match (&self.core_file, &self.attachment, self.pid) {
-            (Some(core), _, _) => Some(crate::pycore::read_python_core(core, &self.core_python_maps)),
-            (None, Some(_), Some(pid)) => mpiq::target::python::read_python(pid),
-            _ => None,
+        Ok(match &self.core_file {
+            Some(core) if self.maps_python() => Some(crate::pycore::read_python_core(core, &self.core_python_maps)),
+            Some(_) => None,
+            None => self.live_python_pid().and_then(mpiq::target::python::read_python),
         })
     }
 

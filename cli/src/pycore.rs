@@ -23,42 +23,15 @@ const PT_LOAD: u32 = 1;
 const PF_RX: u32 = 0x5;
 const PHDR64: usize = 56;
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
 /// Whether `b` starts an ELF64 little-endian header (the only layout this
 /// view is made for: x86_64 and aarch64 Linux).
 fn is_elf64_le(b: &[u8]) -> bool {
     b.get(..6) == Some(b"\x7fELF\x02\x01")
 }
 
-/// The file offset (page-aligned) of the first executable `PT_LOAD` of the
-/// ELF64 object `elf`: where the code mapping of it starts in the file.
-pub fn code_offset(elf: &[u8], page: u64) -> Option<u64> {
-    if !is_elf64_le(elf) {
-        return None;
-    }
-    let phoff = usize::try_from(u64_at(elf, 0x20)?).ok()?;
-    let size = usize::from(u16_at(elf, 0x36)?);
-    let n = usize::from(u16_at(elf, 0x38)?);
-    (0..n).find_map(|i| {
-        let ph = phoff.checked_add(i.checked_mul(size)?)?;
-        let (kind, flags) = (u32_at(elf, ph)?, u32_at(elf, ph + 4)?);
-        (kind == PT_LOAD && flags & 1 != 0).then(|| u64_at(elf, ph + 8).map(|o| o & !(page - 1)))?
-    })
-}
-
 /// The `NT_FILE` entries to add a code `PT_LOAD` for: the code mapping of
-/// each Python object (its page offset is `code_offset(path)`), the
+/// each Python object (`code_offset(path)`: the page offset of its
+/// executable `PT_LOAD`), the
 /// executable's first (py-spy takes the first executable mapping for the
 /// Python binary); none when the core has them already.
 pub fn missing_code_maps<'a>(
@@ -84,16 +57,16 @@ fn view(core: &Path, maps: &[FileEntry]) -> std::io::Result<File> {
     let mut src = File::open(core)?;
     let mut header = [0u8; 64];
     src.read_exact_at(&mut header, 0)?;
-    if !is_elf64_le(&header) || usize::from(u16_at(&header, 0x36).unwrap_or(0)) != PHDR64 {
+    let field = |at, size| crate::core::word(&header, at, size, true).unwrap_or(0);
+    if !is_elf64_le(&header) || field(0x36, 2) != PHDR64 as u64 {
         return Err(bad("not an ELF64 little-endian core"));
     }
-    let phoff = u64_at(&header, 0x20).unwrap_or(0);
-    let phnum = u16_at(&header, 0x38).unwrap_or(0);
-    let total = u16::try_from(usize::from(phnum) + maps.len())
+    let (phoff, phnum) = (field(0x20, 8), field(0x38, 2) as usize);
+    let total = u16::try_from(phnum + maps.len())
         .ok()
         .filter(|&n| n < 0xffff)
         .ok_or_else(|| bad("too many program headers"))?;
-    let mut table = vec![0u8; usize::from(phnum) * PHDR64];
+    let mut table = vec![0u8; phnum * PHDR64];
     src.read_exact_at(&mut table, phoff)?;
 
     let name = c"mpiq-python-core";
@@ -172,12 +145,20 @@ mod tests {
     }
 
     #[test]
-    fn code_offset_of_this_test_binary() {
-        let mut exe = vec![0u8; 64 << 10];
-        let n = File::open("/proc/self/exe").unwrap().read_at(&mut exe, 0).unwrap();
-        exe.truncate(n);
-        let off = code_offset(&exe, 4096).expect("an executable PT_LOAD");
-        assert_eq!(off % 4096, 0);
-        assert_eq!(code_offset(b"not elf", 4096), None);
+    fn the_code_mapping_of_this_test_binary_is_its_executable_load() {
+        // What core.rs takes for an object's code mapping, against where the
+        // kernel mapped this binary's code.
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let object = crate::cache::open_object(&exe).unwrap();
+        let code = object.loads().iter().find(|l| l.exec).expect("an executable PT_LOAD");
+        let name = exe.display().to_string();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let mapped = maps
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|f| f.len() >= 6 && f[1].contains('x') && f[5..].join(" ") == name)
+            .and_then(|f| u64::from_str_radix(f[2], 16).ok())
+            .expect("this binary's code in /proc/self/maps");
+        assert_eq!(code.offset & !0xfff, mapped);
     }
 }

@@ -2,7 +2,7 @@
 //! queues) lack for a verdict, in words for the summary.
 
 use super::calls::{ranks_said, Place};
-use super::verdict::{Inputs, StackFacts};
+use super::verdict::{digested, Inputs, StackFacts};
 use super::words::ranks_words;
 use crate::stacks::names::CallClass;
 
@@ -64,9 +64,9 @@ fn undigested(st: &StackFacts<'_>) -> Vec<i64> {
     st.stacks_only
         .iter()
         .filter(|r| match st.places.get(r) {
-            Some(Place::InMpi(calls)) => calls.iter().any(|c| {
-                !matches!(c.class, CallClass::Poll { .. }) && c.args.as_ref().is_none_or(|a| a.state.is_none())
-            }),
+            Some(Place::InMpi(calls)) => calls
+                .iter()
+                .any(|c| !matches!(c.class, CallClass::Poll { .. }) && !digested(c)),
             _ => false,
         })
         .copied()

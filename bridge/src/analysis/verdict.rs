@@ -81,9 +81,7 @@ fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> 
         let Some(Place::InMpi(calls)) = st.places.get(r) else {
             return None;
         };
-        let sure = |c: &super::calls::Call| {
-            !matches!(c.class, CallClass::Poll { .. }) && c.args.as_ref().is_some_and(|a| a.state.is_some())
-        };
+        let sure = |c: &super::calls::Call| !matches!(c.class, CallClass::Poll { .. }) && digested(c);
         if !calls.iter().all(sure) {
             return None;
         }
@@ -115,6 +113,12 @@ fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> 
         "no rank can make progress: every rank is blocked inside MPI and {what} between {}",
         interval_words(inp.interval_ms)
     ))
+}
+
+/// Whether a call's calling frames have a digest ([`crate::stacks::state`]),
+/// which a stacks-only rank's stall needs.
+pub(super) fn digested(c: &super::calls::Call) -> bool {
+    c.args.as_ref().is_some_and(|a| a.state.is_some())
 }
 
 /// One wait in words, as seen from its rank.

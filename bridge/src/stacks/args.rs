@@ -199,7 +199,7 @@ impl Reader<'_> {
             call: self.call.to_string(),
             ..MpiCall::default()
         };
-        self.comm(mpi, communicators, w.comm, &mut mc);
+        let handle = self.comm(mpi, communicators, w.comm, &mut mc);
         if !w.buffer.is_empty() {
             match self.first_of(w.buffer) {
                 Some(b) => mc.buffer = Some(format!("{b:#x}")),
@@ -223,10 +223,6 @@ impl Reader<'_> {
             }
         }
         if w.root {
-            let handle = mc
-                .comm_handle
-                .as_deref()
-                .and_then(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok());
             match self.value("root").or_else(|| self.inner_on_same_comm(handle?, "root")) {
                 Some(r) => mc.root = Some(r as i64),
                 None => self.missing("root"),
@@ -315,19 +311,15 @@ impl Reader<'_> {
     }
 
     /// The communicator: the handle the call got, and the communicator of
-    /// the queues it is.
-    fn comm(&mut self, mpi: Flavour, communicators: &[Communicator], wanted: bool, mc: &mut MpiCall) {
+    /// the queues it is. Returns the handle (shown as `comm_handle`).
+    fn comm(&mut self, mpi: Flavour, communicators: &[Communicator], wanted: bool, mc: &mut MpiCall) -> Option<u64> {
         let handle = self.value("comm");
-        let found = match (mpi, handle) {
-            (Flavour::OpenMpi, Some(h)) => {
-                mc.comm_handle = Some(format!("{h:#x}"));
-                self.open_mpi(h, communicators)
-            }
+        let (shown, found) = match (mpi, handle) {
+            (Flavour::OpenMpi, Some(h)) => (Some(h), self.open_mpi(h, communicators)),
             (Flavour::Mpich, Some(h)) => {
                 // An int: the low 32 bits.
                 let h = h as u32;
-                mc.comm_handle = Some(format!("{h:#x}"));
-                self.mpich(h, communicators)
+                (Some(u64::from(h)), self.mpich(h, communicators))
             }
             // Inside the call, the library's own functions may still have
             // it (§4.4): Open MPI's `comm` (an `ompi_communicator_t *`, in
@@ -335,33 +327,32 @@ impl Reader<'_> {
             // `comm_ptr`, the outermost one (inner ones are node
             // sub-communicators).
             (Flavour::OpenMpi, None) => match self.inner("comm") {
-                Some(h) => {
-                    mc.comm_handle = Some(format!("{h:#x}"));
-                    self.open_mpi(h, communicators)
-                }
-                None => Err(None),
+                Some(h) => (Some(h), self.open_mpi(h, communicators)),
+                None => (None, Err(None)),
             },
             (Flavour::Mpich, None) => match self.inner("comm_ptr") {
-                Some(addr) => {
-                    mc.comm_handle = Some(format!("{addr:#x}"));
-                    by_address(addr, communicators).ok_or_else(|| Some(not_listed(addr)))
-                }
-                None => Err(None),
+                Some(addr) => (
+                    Some(addr),
+                    by_address(addr, communicators).ok_or_else(|| Some(not_listed(addr))),
+                ),
+                None => (None, Err(None)),
             },
-            (Flavour::Unknown, Some(h)) => {
-                mc.comm_handle = Some(format!("{h:#x}"));
+            (Flavour::Unknown, Some(h)) => (
+                Some(h),
                 Err(Some(
                     "comm: neither Open MPI's nor MPICH's symbols are in this process".to_string(),
-                ))
-            }
-            (Flavour::Unknown, None) => Err(None),
+                )),
+            ),
+            (Flavour::Unknown, None) => (None, Err(None)),
         };
+        mc.comm_handle = shown.map(|h| format!("{h:#x}"));
         match found {
             Ok(id) => mc.communicator = Some(id),
             Err(Some(why)) => self.why.push(why),
             Err(None) if wanted => self.missing("comm"),
             Err(None) => {}
         }
+        shown
     }
 
     /// Open MPI: the `c_contextid` of the `ompi_communicator_t` at `h` is
