@@ -2,7 +2,7 @@
 //! queues) lack for a verdict, in words for the summary.
 
 use super::calls::{ranks_said, Place};
-use super::verdict::{digested, Inputs, StackFacts};
+use super::inputs::{digested, Inputs, StackFacts};
 use super::words::ranks_words;
 use crate::stacks::names::CallClass;
 

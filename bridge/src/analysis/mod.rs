@@ -46,6 +46,7 @@
 mod calls;
 mod graph;
 mod groups;
+mod inputs;
 mod job;
 mod matching;
 mod missing;
@@ -145,13 +146,13 @@ pub fn analyze_samples(current: &Snapshot, previous: Option<&Snapshot>, interval
         })
         .map(|(&r, _)| r)
         .collect();
-    verdict::conclude(verdict::Inputs {
+    verdict::conclude(inputs::Inputs {
         job: &job,
         matching,
         progress,
         interval_ms,
         notes,
-        stacks: verdict::StackFacts {
+        stacks: inputs::StackFacts {
             snap: &snap,
             places: &places,
             free: grouped.free,

@@ -6,17 +6,17 @@
 //! change); else `unknown` when a rank could not be read or some rank is
 //! freed only by assuming the best; else `no_deadlock`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::calls::{ranks_said, where_list, Place};
 use super::graph::{self, Assume, Blocking, Facts};
+use super::inputs::{digested, Inputs};
 use super::job::{comm_words, Job};
-use super::matching::{Matching, Target, Wait};
+use super::matching::{Target, Wait};
 use super::model::{Analysis, Edge, EdgeKind, Evidence, OpKind, Verdict};
-use super::progress::Progress;
 use super::words::{ranks_words, tag_words};
 use super::{MAX_CYCLES, MAX_EDGES};
-use crate::snapshot::model::{MissingReason, Snapshot};
+use crate::snapshot::model::MissingReason;
 use crate::stacks::names::CallClass;
 
 /// Most reasons for undecided waits listed in the notes.
@@ -24,38 +24,6 @@ const NOTE_REASONS: usize = 20;
 
 /// Most steps of the first cycle the summary spells out.
 const SUMMARY_STEPS: usize = 10;
-
-/// Everything the conclusion is drawn from.
-pub(crate) struct Inputs<'a> {
-    /// The job's ranks.
-    pub job: &'a Job,
-    /// The matched and unmatched operations.
-    pub matching: Matching,
-    /// The comparison with a previous sample, if one was given.
-    pub progress: Option<Progress>,
-    /// Time between the samples, when the caller knows it.
-    pub interval_ms: Option<u64>,
-    /// Notes so far (inference, ranks, matching).
-    pub notes: Vec<String>,
-    /// Where the ranks are, from their stacks.
-    pub stacks: StackFacts<'a>,
-}
-
-/// What the stacks say.
-pub(crate) struct StackFacts<'a> {
-    /// The snapshot (groups inferred).
-    pub snap: &'a Snapshot,
-    /// Where each rank is.
-    pub places: &'a BTreeMap<i64, Place>,
-    /// Ranks free whatever else they wait for.
-    pub free: BTreeSet<i64>,
-    /// Ranks free only in the best case, with the reason.
-    pub maybe: BTreeMap<i64, String>,
-    /// Two samples show every rank in the same blocking calls.
-    pub all_confirmed: bool,
-    /// Ranks known from their stacks alone (their MPI gives no queues).
-    pub stacks_only: BTreeSet<i64>,
-}
 
 /// The stall rule (docs/design/stacks.md §5.5): with two samples, every
 /// rank readable and inside a blocking MPI call in the same place in both,
@@ -113,12 +81,6 @@ fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> 
         "no rank can make progress: every rank is blocked inside MPI and {what} between {}",
         interval_words(inp.interval_ms)
     ))
-}
-
-/// Whether a call's calling frames have a digest ([`crate::stacks::state`]),
-/// which a stacks-only rank's stall needs.
-pub(super) fn digested(c: &super::calls::Call) -> bool {
-    c.args.as_ref().is_some_and(|a| a.state.is_some())
 }
 
 /// One wait in words, as seen from its rank.
