@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+pub mod all;
 mod environ;
 mod missing;
 mod quirks;
