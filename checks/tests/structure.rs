@@ -90,6 +90,39 @@ fn cli_files_use_only_lower_layers_and_make_no_circle() {
     assert!(circles.is_empty(), "circles between files:\n{}", circles.join("\n"));
 }
 
+/// The bridge's renderers are in `render/`: no other file defines an item
+/// named `render*` or writes a graphviz graph (ARCHITECTURE.md, the layer
+/// `render`).
+#[test]
+fn the_bridge_renders_only_in_render() {
+    let bridge = bridge();
+    let mut wrong = Vec::new();
+    for m in &bridge.modules {
+        let file = &bridge.files[m.file];
+        // The lookup diagnostic's answers (`lookup::render`) are no snapshot.
+        if file.test || file.rel.starts_with("render/") || file.rel == "lib.rs" || file.rel == "lookup.rs" {
+            continue;
+        }
+        for name in m.items.iter().filter(|n| n.starts_with("render")) {
+            wrong.push(format!("{}: defines `{name}`", file.rel));
+        }
+    }
+    for file in bridge.files.iter().filter(|f| !f.test && !f.rel.starts_with("render/")) {
+        let text = std::fs::read_to_string(bridge.src.join(&file.rel)).expect("read");
+        let mut code = text.clone();
+        let mut ranges = source::test_ranges(&text);
+        ranges.sort();
+        for (from, to) in ranges.into_iter().rev() {
+            let lines: Vec<&str> = code.lines().collect();
+            code = [&lines[..from - 1], &lines[to.min(lines.len())..]].concat().join("\n");
+        }
+        if code.contains("digraph") {
+            wrong.push(format!("{}: writes a graphviz digraph", file.rel));
+        }
+    }
+    assert!(wrong.is_empty(), "renderers outside render/:\n{}", wrong.join("\n"));
+}
+
 /// Where `unsafe` may stand in a crate, from ARCHITECTURE.md's "Rules": the
 /// line `- in \`<dir>\`: \`a/\`, \`b.rs\` (why)` gives the files and
 /// directories of `<dir>` that may hold it.

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use mpiq::analysis::{self, Verdict};
+use mpiq::analysis::Verdict;
 use mpiq::render::handoff::Handoff;
 pub use mpiq::render::{Report, Samples};
 use mpiq::DumpOptions;
@@ -45,7 +45,7 @@ pub fn render(report: &Report, format: OutputFormat, opts: &DumpOptions) -> Stri
 pub fn render_with(report: &Report, format: OutputFormat, opts: &DumpOptions, handoff: Option<&Handoff>) -> String {
     match (format, &report.analysis) {
         (OutputFormat::Dot, Some(_)) => report.graph_dot(opts).unwrap_or_default(),
-        (OutputFormat::Csv, Some(a)) => analysis::render_csv(a),
+        (OutputFormat::Csv, Some(a)) => mpiq::render::verdict::render_csv(a),
         _ => report.render_with(opts, handoff),
     }
 }

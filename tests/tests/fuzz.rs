@@ -599,7 +599,7 @@ fn check_snapshot(p: &ProcessSnapshot) -> Result<(), String> {
             ANALYSIS_SKIPPED.fetch_add(1, Ordering::Relaxed);
         }
         let a = mpiq::analysis::analyze(&snapshot, None);
-        let _ = mpiq::analysis::render_text(&a);
+        let _ = mpiq::render::verdict::render_text(&a);
     })
     .map_err(|e| format!("rendering or analysing the snapshot panicked: {}", panic_text(&e)))
 }

@@ -30,7 +30,8 @@
 //!    collective's communicator could not be recovered.
 //!
 //! ```
-//! use mpiq::analysis::{analyze, render_text, Verdict};
+//! use mpiq::analysis::{analyze, Verdict};
+//! use mpiq::render::verdict::render_text;
 //! let snapshot = mpiq::Snapshot::default();
 //! let a = analyze(&snapshot, None);
 //! assert_eq!(a.verdict, Verdict::Unknown); // no process: nothing to say
@@ -52,7 +53,6 @@ mod matching;
 mod missing;
 mod model;
 mod progress;
-mod render;
 mod verdict;
 mod words;
 
@@ -67,7 +67,10 @@ mod testutil;
 
 pub use calls::RankWhere;
 pub use model::{Analysis, Edge, EdgeKind, OpKind, Unmatched, Verdict};
-pub use render::{render_csv, render_dot, render_text};
+// The words of ranks, tags and communicators, as the renderers of the
+// analysis (`crate::render::verdict`) say them too.
+pub(crate) use job::comm_words;
+pub(crate) use words::{ranks_words, tag_words};
 
 use crate::snapshot::model::Snapshot;
 

@@ -2,6 +2,7 @@
 
 use super::testutil::*;
 use super::*;
+use crate::render::verdict::{render_csv, render_dot, render_text};
 use crate::snapshot::model::{Queue, Snapshot, Status};
 
 /// Open MPI 4.1.4: no unexpected-message queue.

@@ -11,6 +11,7 @@ pub mod handoff;
 pub mod report;
 mod stacks;
 pub mod tree;
+pub mod verdict;
 
 pub use report::{Report, Samples};
 

@@ -87,7 +87,7 @@ impl Report {
     /// The wait-for graph in graphviz's language, with the merged stacks
     /// as `subgraph cluster_stacks`; `None` without an analysis.
     pub fn graph_dot(&self, opts: &DumpOptions) -> Option<String> {
-        let graph = analysis::render_dot(self.analysis.as_ref()?);
+        let graph = super::verdict::render_dot(self.analysis.as_ref()?);
         Some(match self.stack_tree(opts) {
             Some(tree) => super::tree::with_stacks_dot(&graph, &tree),
             None => graph,
@@ -133,7 +133,7 @@ impl Report {
                 if !out.is_empty() {
                     out.push('\n');
                 }
-                out.push_str(&analysis::render_text(a));
+                out.push_str(&super::verdict::render_text(a));
                 out
             }
             Format::Json => {

@@ -1,11 +1,11 @@
-//! The analysis as plain text (the verdict section), graphviz and CSV.
+//! The cross-rank analysis as plain text (the verdict section), graphviz
+//! and CSV.
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use super::job::comm_words;
-use super::model::{Analysis, EdgeKind, OpKind, Unmatched, Verdict};
-use super::words::{ranks_words, tag_words};
+use crate::analysis::{comm_words, ranks_words, tag_words};
+use crate::analysis::{Analysis, EdgeKind, OpKind, Unmatched, Verdict};
 
 /// Most unknown ranks drawn in the graph when no edge leads to them.
 const DOT_UNKNOWN: usize = 100;
