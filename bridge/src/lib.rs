@@ -20,7 +20,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 // The modules form layers (ARCHITECTURE.md, "Layers of the bridge"; checked
-// by bridge/tests/layers.rs): a module uses only modules of lower layers.
+// by checks/tests/structure.rs): a module uses only modules of lower layers.
 
 /// Cross-rank analysis of a whole job: matching, wait-for graph, deadlocks.
 pub mod analysis;

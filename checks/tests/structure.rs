@@ -427,3 +427,37 @@ fn the_checker_finds_unsafe_in_code_only() {
     let docs = "- in `bridge/src`: `ffi/`, `capi.rs` (why)\n";
     assert_eq!(unsafe_places(docs, "bridge/src"), ["ffi/", "capi.rs"]);
 }
+
+/// The CLI's table, once ARCHITECTURE.md has it, is read as the bridge's;
+/// an entry may name a file of a module (`unwind/vdso`), which then has
+/// its own layer.
+#[test]
+fn the_checker_reads_a_cli_table_with_files() {
+    let doc = "## Layers of the CLI\n| layer | modules | what |\n|---|---|---|\n| 1 | `auxv` | leaf |\n| 2 | `unwind/vdso` | the vDSO |\n| 3 | `unwind` | stacks |\n| 4 | `run` | commands |\n\n## Next\n| 9 | `ignored` | . |\n";
+    let layers = graph::layers(doc, "Layers of the CLI").expect("section");
+    assert_eq!(layers.len(), 4, "{layers:?}");
+    let lib = "pub mod auxv; pub mod unwind; pub mod run;";
+    let files = |vdso: &'static str| {
+        [
+            ("lib.rs", lib),
+            ("auxv.rs", "pub fn value() {}"),
+            ("unwind/mod.rs", "pub mod vdso; pub fn walk() { vdso::find() }"),
+            ("unwind/vdso.rs", vdso),
+            ("run.rs", "pub fn go() { crate::unwind::walk() }"),
+        ]
+    };
+    let fine = graph::against_layers(
+        &Crate::from_texts(&files("pub fn find() { crate::auxv::value() }")),
+        &layers,
+    );
+    assert!(fine.is_empty(), "{fine:?}");
+    let up = graph::against_layers(
+        &Crate::from_texts(&files("pub fn find() { crate::run::go() }")),
+        &layers,
+    );
+    assert_eq!(
+        up,
+        ["unwind/vdso.rs:1: `unwind/vdso` (layer 2) uses `crate::run::go` of `run` (layer 4)"]
+    );
+    assert!(graph::layers(doc, "Layers of the bridge").is_none());
+}
