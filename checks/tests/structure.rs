@@ -461,3 +461,13 @@ fn the_checker_reads_a_cli_table_with_files() {
     );
     assert!(graph::layers(doc, "Layers of the bridge").is_none());
 }
+
+/// The CLI's circles as the checker reads them, printed, whether or not
+/// ARCHITECTURE.md has its layers yet (`-- --ignored --nocapture`).
+#[test]
+#[ignore = "a report, not a check"]
+fn cli_circles_report() {
+    for circle in graph::circles(&cli()) {
+        println!("{circle}");
+    }
+}
