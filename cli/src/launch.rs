@@ -18,11 +18,11 @@ use mpiq::{DumpOptions, Format};
 use nix::sys::signal::Signal;
 
 use crate::args::{OutputFormat, RunArgs};
+use crate::procs;
 use crate::report::{self, Report, SvgError};
 use crate::signals;
 
 mod job;
-pub(crate) mod procs;
 mod starter;
 mod tee;
 mod traceback;

@@ -9,10 +9,10 @@
 use gimli::{CfaRule, EhFrame, RegisterRule, UnwindSection};
 use object::{Object, ObjectSection};
 
-use super::Regs;
 use crate::dwarf::R;
 use crate::elf::ElfObject;
 use crate::image::Memory;
+use crate::regs::Regs;
 
 /// x86_64 DWARF numbers of the callee-saved registers (rbx, rbp, r12–r15):
 /// a row that does not mention them leaves them as they are.

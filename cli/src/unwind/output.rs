@@ -1,7 +1,7 @@
 //! The output of `mpiq stacks`: gdb-like text (one line per frame) or
 //! JSON, per process.
 
-use super::{Frame, ThreadStack};
+use super::stack::{Frame, ThreadStack};
 
 /// One frame as gdb's `bt` prints it:
 /// `#N 0xPC in FUNCTION (FILE:LINE) from OBJECT`.
@@ -119,7 +119,7 @@ impl Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::unwind::How;
+    use crate::unwind::stack::How;
 
     #[test]
     fn frame_lines_look_like_bt() {

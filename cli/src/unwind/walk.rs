@@ -5,8 +5,9 @@
 //! does not move up, an unreadable stack word.
 
 use super::cfi::{Row, UnwindInfo, RIP, RSP};
-use super::{How, Regs};
+use super::stack::How;
 use crate::image::{MappedObject, Memory};
+use crate::regs::Regs;
 
 /// DWARF number of the frame pointer.
 const RBP: usize = 6;
