@@ -27,6 +27,8 @@ pub mod cache;
 pub mod core;
 /// Finding separate debug files and dwz supplementary files.
 pub mod debugfile;
+/// The dispatcher: runs the command a parsed command line names.
+pub mod dispatch;
 /// The DWARF of one file: type index and DIE reading.
 pub mod dwarf;
 /// One ELF object: headers, symbols, debug links.
@@ -69,7 +71,7 @@ pub mod pycore;
 pub mod regs;
 /// The output: snapshot, analysis (text, JSON, dot, CSV, SVG), exit status.
 pub mod report;
-/// Running the commands: open, dump, release, render.
+/// What the commands share: open, dump, release, render; their errors.
 pub mod run;
 /// Releasing stopped processes on SIGINT/SIGTERM.
 pub mod signals;

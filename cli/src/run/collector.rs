@@ -168,7 +168,7 @@ fn step_ranks(step: &str, node: &str) -> Result<(Ranks, Option<i32>), String> {
 }
 
 /// Runs the collector: find this node's ranks, sample them, send them.
-pub(super) fn run_collector(req: &CollectRequest, options: &[String], rep: &Reporter) -> Result<Outcome, RunError> {
+pub fn run_collector(req: &CollectRequest, options: &[String], rep: &Reporter) -> Result<Outcome, RunError> {
     let start = Instant::now();
     let deadline = start + Duration::from_millis(req.deadline_ms);
     let node = node_name(req.node);

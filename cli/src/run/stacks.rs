@@ -9,7 +9,7 @@ use crate::live::LiveProcess;
 
 /// Stops each process in turn, unwinds it, releases it; then the core
 /// files; prints them all as text or JSON.
-pub(super) fn run_stacks(
+pub fn run_stacks(
     pids: &[i32],
     cores: &[PathBuf],
     exe: Option<&Path>,
