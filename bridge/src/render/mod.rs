@@ -13,6 +13,7 @@ mod stacks;
 pub mod tree;
 
 pub use report::{Report, Samples};
+pub use stacks::frame_text;
 
 use crate::options::{DumpOptions, Format};
 use crate::snapshot::model::*;
