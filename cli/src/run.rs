@@ -32,7 +32,7 @@ mod stacks;
 pub use stacks::run_stacks;
 mod wire;
 pub use collector::run_collector;
-pub use collector::CollectRequest;
+pub use collector::{CollectError, CollectRequest};
 pub use sampling::{run_job, watch_sample, JobPlan, JobSource, WatchSample};
 pub use slurm::{SlurmError, SlurmStep};
 

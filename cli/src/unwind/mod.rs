@@ -8,6 +8,7 @@
 //! symboliser are built once and shared by every process that maps it.
 
 mod cfi;
+mod error;
 mod output;
 mod stack;
 mod symbolize;
@@ -23,6 +24,7 @@ use crate::image::{MappedObject, Memory};
 use crate::regs::{Regs, ThreadRegs};
 
 use cfi::{Row, UnwindInfo};
+pub use error::UnwindError;
 pub use output::{frame_line, render_text, to_json, Output};
 pub use stack::{Frame, How, ThreadStack};
 use symbolize::Symbolizer;
@@ -139,7 +141,7 @@ impl Unwinder {
         let warnings = &mut self.warnings;
         Some(self.objects.entry(key(file)).or_insert_with(|| {
             let unwind = UnwindInfo::load(file).unwrap_or_else(|e| {
-                warnings.push(e);
+                warnings.push(e.to_string());
                 None
             });
             ObjState {
@@ -350,8 +352,8 @@ impl walk::Rows for Unwinder {
         self.state(objects, index)?.unwind.as_ref()
     }
 
-    fn row(&mut self, objects: &[MappedObject], index: usize, svma: u64) -> Result<Option<Row>, String> {
-        let file = &objects.get(index).ok_or("no such object")?.file;
+    fn row(&mut self, objects: &[MappedObject], index: usize, svma: u64) -> Result<Option<Row>, UnwindError> {
+        let file = &objects.get(index).ok_or(UnwindError::NoSuchObject)?.file;
         self.state(objects, index);
         let Some(state) = self.objects.get_mut(&key(file)) else {
             return Ok(None);
