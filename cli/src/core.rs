@@ -6,7 +6,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use mpiq::TargetError;
@@ -14,10 +13,13 @@ use object::elf::{NT_AUXV, NT_PRPSINFO, NT_PRSTATUS, PT_LOAD, PT_NOTE};
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::Endianness;
 
+use crate::auxv::{auxv_value, word};
 use crate::cache::open_object;
 use crate::elf::{map_file, ElfObject};
 use crate::image::{MappedObject, Memory, ProcessImage};
+use crate::mapped::FileEntry;
 use crate::process::Process;
+use crate::regs::ThreadRegs;
 
 /// `NT_FILE`: the mapped files.
 const NT_FILE: u32 = 0x4649_4c45;
@@ -67,19 +69,6 @@ struct CoreSegment {
     filesz: u64,
 }
 
-/// One `NT_FILE` entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FileEntry {
-    /// First address.
-    pub start: u64,
-    /// One past the last.
-    pub end: u64,
-    /// File offset of `start`, in bytes.
-    pub offset: u64,
-    /// The file.
-    pub path: String,
-}
-
 /// What the headers and notes of a core say.
 #[derive(Debug, Default)]
 struct Layout {
@@ -91,12 +80,12 @@ struct Layout {
     fname: Option<String>,
     auxv: Vec<u8>,
     /// Every thread's `NT_PRSTATUS` registers (x86_64 cores only).
-    threads: Vec<crate::ptrace::ThreadRegs>,
+    threads: Vec<ThreadRegs>,
 }
 
 /// The registers of an x86_64 `NT_PRSTATUS`: `pr_pid` (the thread) at byte
 /// 32, `pr_reg` at 112, 27 words in `user_regs_struct` order.
-fn prstatus_regs(desc: &[u8]) -> Option<crate::ptrace::ThreadRegs> {
+fn prstatus_regs(desc: &[u8]) -> Option<ThreadRegs> {
     let tid = word(desc, 32, 4, true)? as i32;
     let reg = |i: usize| word(desc, 112 + 8 * i, 8, true);
     // r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax
@@ -106,19 +95,7 @@ fn prstatus_regs(desc: &[u8]) -> Option<crate::ptrace::ThreadRegs> {
         w[10], w[12], w[11], w[5], w[13], w[14], w[4], w[19], w[9], w[8], w[7], w[6], w[3], w[2], w[1], w[0], w[16],
     ]
     .map(Some);
-    Some(crate::ptrace::ThreadRegs { tid, regs: Ok(regs) })
-}
-
-pub(crate) fn word(b: &[u8], at: usize, size: usize, little: bool) -> Option<u64> {
-    let s = b.get(at..at + size)?;
-    let mut v = [0u8; 8];
-    Some(if little {
-        v[..size].copy_from_slice(s);
-        u64::from_le_bytes(v)
-    } else {
-        v[8 - size..].copy_from_slice(s);
-        u64::from_be_bytes(v)
-    })
+    Some(ThreadRegs { tid, regs: Ok(regs) })
 }
 
 /// Parses the `NT_FILE` descriptor: count, page size, count × (start, end,
@@ -271,7 +248,7 @@ impl CoreMemory {
 
 impl Memory for CoreMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-        if crate::signals::INTERRUPTED.load(Ordering::Relaxed) {
+        if crate::interrupt::interrupted() {
             return Err(TargetError::Interrupted);
         }
         let mut done = 0;
@@ -317,12 +294,12 @@ impl CoreProcess {
             parse_layout::<object::elf::FileHeader32<Endianness>>(data)
         }
         .map_err(perr)?;
-        let e_type = crate::core::word(data, 16, 2, layout.little).unwrap_or(0);
+        let e_type = word(data, 16, 2, layout.little).unwrap_or(0);
         if e_type != u64::from(object::elf::ET_CORE) {
             return Err(CoreError::NotCore(path.to_path_buf()));
         }
         let w = if layout.is_64 { 8 } else { 4 };
-        let at_entry = crate::live::auxv_value(&layout.auxv, 9, w, layout.little);
+        let at_entry = auxv_value(&layout.auxv, 9, w, layout.little);
 
         let exe_override = match exe {
             Some(p) => Some(open_object(p).map_err(|e| CoreError::Executable {

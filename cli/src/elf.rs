@@ -96,7 +96,7 @@ impl SymbolTable {
         }
     }
 
-    fn get(&self, name: &str) -> Option<(u64, u64)> {
+    pub(crate) fn get(&self, name: &str) -> Option<(u64, u64)> {
         self.map.get(name).map(|e| (e.addr, e.size))
     }
 
@@ -161,14 +161,24 @@ pub struct ElfObject {
     entry: u64,
     loads: Vec<LoadSegment>,
     dynamic: Option<u64>,
-    symbols: Symbols,
+    pub(crate) symbols: Symbols,
     links: DebugLinks,
     has_dwarf: bool,
-    debug: OnceLock<Result<Option<Arc<DebugInfo>>, String>>,
+    /// The DWARF, once loaded (`crate::debugfile`).
+    pub(crate) debug: OnceLock<Result<Option<Arc<DebugInfo>>, String>>,
     /// The symbol table of the separate debug file of a stripped object.
-    debug_symtab: OnceLock<Option<Symbols>>,
-    /// The separate debug file, once looked for.
-    separate: OnceLock<Option<crate::debugfile::Candidate>>,
+    pub(crate) debug_symtab: OnceLock<Option<Symbols>>,
+    /// The separate debug file, once looked for (`crate::debugfile`).
+    pub(crate) separate: OnceLock<Option<Candidate>>,
+}
+
+/// A candidate debug file, mapped and parsed just enough to check it.
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
+    /// Its path.
+    pub(crate) path: PathBuf,
+    /// Its bytes, mapped for the rest of the run.
+    pub(crate) data: &'static [u8],
 }
 
 impl std::fmt::Debug for ElfObject {
@@ -356,52 +366,6 @@ impl ElfObject {
     /// Whether the file itself carries `.debug_info`.
     pub fn has_dwarf(&self) -> bool {
         self.has_dwarf
-    }
-
-    /// Link-time address and `st_size` of a data symbol (`STT_OBJECT`,
-    /// `STT_COMMON`).
-    pub fn data_symbol(&self, name: &str) -> Option<(u64, u64)> {
-        self.symbols
-            .data
-            .get(name)
-            .or_else(|| self.debug_symbols().and_then(|d| d.data.get(name)))
-    }
-
-    /// Link-time address of a function (`STT_FUNC`, `STT_GNU_IFUNC`).
-    pub fn function_symbol(&self, name: &str) -> Option<u64> {
-        self.symbols
-            .functions
-            .get(name)
-            .or_else(|| self.debug_symbols().and_then(|d| d.functions.get(name)))
-            .map(|(addr, _)| addr)
-    }
-
-    /// A stripped file's full `.symtab` lives in its separate debug file:
-    /// only that table is read here, not the DWARF (a name no object
-    /// defines, such as `MPI2DD_info` in Open MPI, asks every object; with
-    /// their DWARF that was 40 ms of decompressing system libraries' debug
-    /// files).
-    fn debug_symbols(&self) -> Option<&Symbols> {
-        if self.symbols.has_symtab {
-            return None;
-        }
-        self.debug_symtab
-            .get_or_init(|| crate::debugfile::separate_symbols(self))
-            .as_ref()
-    }
-
-    /// Where the separate debug file is kept once found
-    /// (`crate::debugfile`).
-    pub(crate) fn separate_debug_file(&self) -> &OnceLock<Option<crate::debugfile::Candidate>> {
-        &self.separate
-    }
-
-    /// The DWARF of this object (in the file or a separate debug file),
-    /// located and loaded on first use; `Ok(None)` if there is none.
-    pub fn debug_info(&self) -> Result<Option<Arc<DebugInfo>>, String> {
-        self.debug
-            .get_or_init(|| crate::debugfile::load_debug_info(self))
-            .clone()
     }
 
     /// The link-time `p_vaddr` that a mapping of file offset `offset`

@@ -336,7 +336,7 @@ pub fn read_mpi2dd_proctable<M: Memory>(starter: &Process<M>) -> Result<Vec<Rank
 /// in pid order: the ranks of a job whose starter has no usable proctable
 /// (world ranks then unknown here; the bridge works them out).
 pub fn mpi_descendants(root: i32) -> Vec<i32> {
-    let mut ranks: Vec<i32> = crate::launch::procs::descendants(&[root])
+    let mut ranks: Vec<i32> = crate::procs::descendants(&[root])
         .into_iter()
         .map(|(p, _)| p.pid)
         .filter(|&pid| maps_mpi_library(pid))

@@ -18,11 +18,12 @@ use mpiq::{DumpOptions, Format};
 use nix::sys::signal::Signal;
 
 use crate::args::{OutputFormat, RunArgs};
+use crate::procs;
 use crate::report::{self, Report, SvgError};
+use crate::run::RunError;
 use crate::signals;
 
 mod job;
-pub(crate) mod procs;
 mod starter;
 mod tee;
 mod traceback;
@@ -187,8 +188,47 @@ fn watch(job: &mut Job, args: &RunArgs, started: Instant, note: &dyn Fn(std::fmt
     }
 }
 
+/// Why `mpiq run` could not read its job; a person reads it in the report.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnalyseError {
+    /// Neither the command nor any process under it is an MPI starter.
+    #[error(
+        "no MPI starter found: the command (pid {root}, {comm}) is not one (mpirun, mpiexec, srun, ...), \
+         and none of the processes under it is one (by name, or with an MPIR_proctable){}",
+        listed(.under)
+    )]
+    NoStarter {
+        /// The command's pid.
+        root: i32,
+        /// The command's name.
+        comm: String,
+        /// The first processes under it, `PID NAME` each.
+        under: Vec<String>,
+    },
+    /// The job could not be read through its starter.
+    #[error("reading the job through its starter {name} (pid {pid}): {source}")]
+    Job {
+        /// The starter's name.
+        name: String,
+        /// The starter's pid.
+        pid: i32,
+        /// Why.
+        source: RunError,
+    },
+}
+
+/// ` (PID NAME, ...)`, or ` (there are none)`.
+fn listed(under: &[String]) -> String {
+    if under.is_empty() {
+        " (there are none)".to_string()
+    } else {
+        format!(" ({})", under.join(", "))
+    }
+}
+
 /// Reads the job through its starter as `mpiq job` does.
-fn analyse(root: i32, verbose: bool) -> Result<(Starter, Report), String> {
+fn analyse(root: i32, verbose: bool) -> Result<(Starter, Report), AnalyseError> {
     let Some(starter) = starter::find(root) else {
         let under: Vec<String> = procs::descendants(&[root])
             .into_iter()
@@ -196,22 +236,13 @@ fn analyse(root: i32, verbose: bool) -> Result<(Starter, Report), String> {
             .map(|(p, s)| format!("{} {}", p.pid, s.comm))
             .collect();
         let comm = procs::Stat::of(root).map(|s| s.comm).unwrap_or_default();
-        return Err(format!(
-            "no MPI starter found: the command (pid {root}, {comm}) is not one (mpirun, mpiexec, srun, ...), \
-             and none of the processes under it is one (by name, or with an MPIR_proctable){}",
-            if under.is_empty() {
-                " (there are none)".to_string()
-            } else {
-                format!(" ({})", under.join(", "))
-            }
-        ));
+        return Err(AnalyseError::NoStarter { root, comm, under });
     };
     let opts = text_options();
-    let samples = crate::run::job_samples(starter.pid, &opts, verbose).map_err(|e| {
-        format!(
-            "reading the job through its starter {} (pid {}): {e}",
-            starter.name, starter.pid
-        )
+    let samples = crate::run::job_samples(starter.pid, &opts, verbose).map_err(|source| AnalyseError::Job {
+        name: starter.name.clone(),
+        pid: starter.pid,
+        source,
     })?;
     Ok((starter, Report::analyzed(samples)))
 }

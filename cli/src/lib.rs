@@ -19,12 +19,16 @@
 
 /// The command line (clap).
 pub mod args;
+/// The auxiliary vector, and words of a given size and byte order.
+pub mod auxv;
 /// The per-run cache of parsed object files.
 pub mod cache;
 /// Core files written by gdb's `gcore` (or the kernel).
 pub mod core;
 /// Finding separate debug files and dwz supplementary files.
 pub mod debugfile;
+/// The dispatcher: runs the command a parsed command line names.
+pub mod dispatch;
 /// The DWARF of one file: type index and DIE reading.
 pub mod dwarf;
 /// One ELF object: headers, symbols, debug links.
@@ -36,6 +40,8 @@ pub mod flamegraph;
 pub mod handoff;
 /// A process image: objects in search order; symbol and type lookups.
 pub mod image;
+/// The interrupt flag: raised on SIGINT/SIGTERM, read by every reader.
+pub mod interrupt;
 /// A starter's `MPIR_proctable` or `MPI2DD_info` proctable: the ranks of a job.
 pub mod job;
 /// `mpiq run`: running a job, reporting on it and ending it if it hangs.
@@ -44,6 +50,8 @@ pub mod launch;
 pub mod live;
 /// `mpiq lookup`: answering the library's questions, for checking against gdb.
 pub mod lookup;
+/// A file mapped into a process (a core file's `NT_FILE` entry).
+pub mod mapped;
 /// `/proc/PID/maps` parsing and load biases.
 pub mod maps;
 /// Reading a live process's memory.
@@ -53,13 +61,17 @@ pub mod memory;
 pub mod pmix;
 /// A process image plus memory: the `mpiq::Target`.
 pub mod process;
+/// The processes of a job from `/proc`, each known by pid and start time.
+pub mod procs;
 /// Stopping and releasing a live process.
 pub mod ptrace;
 /// Python frames from a core file: the view of it py-spy can read.
 pub mod pycore;
+/// A thread's registers, in DWARF order.
+pub mod regs;
 /// The output: snapshot, analysis (text, JSON, dot, CSV, SVG), exit status.
 pub mod report;
-/// Running the commands: open, dump, release, render.
+/// What the commands share: open, dump, release, render; their errors.
 pub mod run;
 /// Releasing stopped processes on SIGINT/SIGTERM.
 pub mod signals;

@@ -6,6 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::auxv::auxv_value;
 use crate::cache::open_object;
 use crate::elf::{ElfError, ElfObject};
 use crate::image::{MappedObject, ProcessImage};
@@ -38,24 +39,6 @@ pub enum LiveError {
 fn auxv_entry(proc_dir: &str) -> Option<u64> {
     let data = std::fs::read(format!("{proc_dir}/auxv")).ok()?;
     auxv_value(&data, 9, 8, true)
-}
-
-/// Finds `key` in an auxiliary vector (pairs of words).
-pub(crate) fn auxv_value(data: &[u8], key: u64, word: usize, little: bool) -> Option<u64> {
-    let read = |b: &[u8]| -> u64 {
-        let mut v = [0u8; 8];
-        if little {
-            v[..word].copy_from_slice(b);
-            u64::from_le_bytes(v)
-        } else {
-            v[8 - word..].copy_from_slice(b);
-            u64::from_be_bytes(v)
-        }
-    };
-    data.chunks_exact(2 * word).find_map(|pair| {
-        let (k, v) = pair.split_at(word);
-        (read(k) == key).then(|| read(v))
-    })
 }
 
 /// The ways to open a file a process has mapped, best first: its path
@@ -214,17 +197,6 @@ impl LiveProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn auxv_lookup() {
-        let mut v = Vec::new();
-        for (k, val) in [(6u64, 4096u64), (9, 0x1234), (0, 0)] {
-            v.extend_from_slice(&k.to_le_bytes());
-            v.extend_from_slice(&val.to_le_bytes());
-        }
-        assert_eq!(auxv_value(&v, 9, 8, true), Some(0x1234));
-        assert_eq!(auxv_value(&v, 7, 8, true), None);
-    }
 
     #[test]
     fn opens_itself_without_stopping() {

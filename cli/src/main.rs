@@ -12,7 +12,7 @@ use mpiq_cli::run::RunError;
 /// Runs the command and prints its output; returns the exit status.
 fn real_main(cli: &Cli) -> anyhow::Result<u8> {
     mpiq_cli::signals::install().map_err(|e| anyhow::anyhow!("cannot install the signal handling: {e}"))?;
-    let out = mpiq_cli::run::run(cli)?;
+    let out = mpiq_cli::dispatch::run(cli)?;
     let mut stdout = std::io::stdout().lock();
     match stdout.write_all(out.stdout.as_bytes()).and_then(|()| stdout.flush()) {
         // `mpiq ... | head` is not an error.

@@ -5,7 +5,6 @@
 use std::fs::File;
 use std::io::IoSliceMut;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 use mpiq::TargetError;
@@ -51,7 +50,7 @@ impl ProcMemory {
 
 impl Memory for ProcMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-        if crate::signals::INTERRUPTED.load(Ordering::Relaxed) {
+        if crate::interrupt::interrupted() {
             return Err(TargetError::Interrupted);
         }
         if buf.is_empty() {

@@ -420,7 +420,7 @@ pub fn proc_table(launcher: i32, library: &Path, state: Option<char>) -> Result<
     };
     // A stopped server would answer once it runs again, after mpiq gave
     // up: not a connection to leave open (see run_helper).
-    let now = crate::launch::procs::Stat::of(launcher).map(|s| s.state);
+    let now = crate::procs::Stat::of(launcher).map(|s| s.state);
     if let Some(state @ ('T' | 't')) = state.filter(|s| matches!(s, 'T' | 't')).or(now) {
         return Err(fail(PmixFailure::Stopped(state)));
     }

@@ -6,7 +6,10 @@
 use mpiq::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 use crate::image::{Memory, ProcessImage};
-use crate::ptrace::{AttachError, AttachInfo, Attachment, ThreadRegs};
+use crate::mapped::FileEntry;
+use crate::ptrace::{AttachError, AttachInfo, Attachment};
+use crate::regs::ThreadRegs;
+use crate::unwind::Unwinder;
 
 /// A process to dump.
 #[derive(Debug)]
@@ -23,7 +26,7 @@ pub struct Process<M: Memory> {
     pub(crate) core_file: Option<std::path::PathBuf>,
     /// The code mappings of the Python objects a core file left out
     /// (`crate::pycore`), for py-spy.
-    pub(crate) core_python_maps: Vec<crate::core::FileEntry>,
+    pub(crate) core_python_maps: Vec<FileEntry>,
     pub(crate) warnings: Vec<String>,
     /// The stacks [`Target::stacks`] gave, with what
     /// [`Target::frame_value`] needs of each frame; cleared on detach.
@@ -86,6 +89,19 @@ impl<M: Memory> Process<M> {
             Some(a) => a.thread_regs(),
             None => &self.core_threads,
         }
+    }
+
+    /// Every thread's stack, by `unwinder`, from the threads' registers,
+    /// the mapped objects and the memory; in thread id order.
+    pub fn stacks_with(&self, unwinder: &mut Unwinder) -> Vec<crate::unwind::ThreadStack> {
+        // A live process held stopped: its vdso and its threads' names too.
+        let live = self.pid.filter(|_| self.attachment.is_some()).map(|p| p as i32);
+        unwinder.process_stacks(self.thread_regs(), self.image.objects(), &self.mem, live)
+    }
+
+    /// Every thread's stack, by the run's shared unwinder.
+    fn unwind(&self) -> Vec<crate::unwind::ThreadStack> {
+        crate::unwind::with_shared(|u| self.stacks_with(u))
     }
 
     /// Releases a stopped process now (dropping does it too).
@@ -201,7 +217,7 @@ impl<M: Memory> Target for Process<M> {
     /// Every thread's stack, unwound by the CLI (`cli/src/unwind/`): a
     /// live process stopped for the dump, or a core file.
     fn stacks(&mut self) -> Result<Option<Vec<mpiq::ThreadStack>>, TargetError> {
-        let stacks = crate::unwind::with_shared(|u| u.process_stacks(self));
+        let stacks = self.unwind();
         let model = stacks.iter().cloned().map(crate::unwind::to_model).collect();
         self.unwound = Some(stacks);
         Ok(Some(model))
@@ -215,7 +231,7 @@ impl<M: Memory> Target for Process<M> {
     /// (unwound now if there was none).
     fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
         if self.unwound.is_none() {
-            self.unwound = Some(crate::unwind::with_shared(|u| u.process_stacks(self)));
+            self.unwound = Some(self.unwind());
         }
         let Some(stack) = self
             .unwound

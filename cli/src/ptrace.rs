@@ -27,6 +27,8 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
+use crate::regs::{regs_from_user, RegsError, ThreadRegs};
+
 /// How long a thread may take to stop before attaching fails.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -96,16 +98,6 @@ pub struct AttachInfo {
     pub threads: usize,
     /// The process was stopped (`T`) before we came, and will be left so.
     pub was_stopped: bool,
-}
-
-/// The registers of one stopped thread, read right after attaching (for
-/// unwinding, [`crate::unwind`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ThreadRegs {
-    /// The thread.
-    pub tid: i32,
-    /// `PTRACE_GETREGS`, or why it failed (the thread exited meanwhile).
-    pub regs: Result<crate::unwind::Regs, String>,
 }
 
 enum Cmd {
@@ -287,9 +279,9 @@ fn tracer_main(pid: i32, ready: Sender<Ready>, rx: Receiver<Cmd>) {
                 .map(|t| ThreadRegs {
                     tid: t.tid.as_raw(),
                     regs: match ptrace::getregs(t.tid) {
-                        Ok(r) => Ok(crate::unwind::regs_from_user(&r)),
-                        Err(Errno::ESRCH) => Err("the thread exited while mpiq read it".to_string()),
-                        Err(e) => Err(format!("PTRACE_GETREGS failed: {e}")),
+                        Ok(r) => Ok(regs_from_user(&r)),
+                        Err(Errno::ESRCH) => Err(RegsError::Exited),
+                        Err(e) => Err(RegsError::GetRegs(e)),
                     },
                 })
                 .collect();

@@ -16,7 +16,8 @@ use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use crate::core::FileEntry;
+use crate::auxv::word;
+use crate::mapped::FileEntry;
 
 /// `PT_LOAD`, `PF_X | PF_R`, and the size of an ELF64 program header.
 const PT_LOAD: u32 = 1;
@@ -57,7 +58,7 @@ fn view(core: &Path, maps: &[FileEntry]) -> std::io::Result<File> {
     let mut src = File::open(core)?;
     let mut header = [0u8; 64];
     src.read_exact_at(&mut header, 0)?;
-    let field = |at, size| crate::core::word(&header, at, size, true).unwrap_or(0);
+    let field = |at, size| word(&header, at, size, true).unwrap_or(0);
     if !is_elf64_le(&header) || field(0x36, 2) != PHDR64 as u64 {
         return Err(bad("not an ELF64 little-endian core"));
     }

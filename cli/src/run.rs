@@ -1,6 +1,9 @@
-//! Running the commands: open the targets (ranks in parallel), dump them
+//! What the commands share: open the targets (ranks in parallel), dump them
 //! through the bridge, release them (for a live job: twice, the ranks
-//! running in between), analyse, render.
+//! running in between, on every node through its collector), analyse,
+//! render; and why a command failed ([`RunError`]). The commands above it
+//! (`launch`, `lookup`, `watch`) and the dispatcher (`crate::dispatch`)
+//! use it; it uses none of them.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -11,7 +14,7 @@ use std::time::{Duration, Instant};
 use mpiq::analysis::Verdict;
 use mpiq::{DumpError, DumpOptions, ProcessSnapshot, Snapshot, Target, TargetError, UsageError};
 
-use crate::args::{Cli, Command, DumpArgs, OutputFormat};
+use crate::args::{DumpArgs, OutputFormat};
 use crate::core::{CoreError, CoreProcess};
 use crate::flamegraph::FlamegraphError;
 use crate::handoff::Reopen;
@@ -26,11 +29,11 @@ mod ranks;
 mod sampling;
 mod slurm;
 mod stacks;
-use stacks::run_stacks;
+pub use stacks::run_stacks;
 mod wire;
-pub use collector::CollectRequest;
-use sampling::run_job;
-pub use sampling::{watch_sample, JobPlan, JobSource, WatchSample};
+pub use collector::run_collector;
+pub use collector::{CollectError, CollectRequest};
+pub use sampling::{run_job, watch_sample, JobPlan, JobSource, WatchSample};
 pub use slurm::{SlurmError, SlurmStep};
 
 /// Why a command failed as a whole.
@@ -86,7 +89,7 @@ impl RunError {
 }
 
 /// Prints progress and timings to stderr.
-struct Reporter {
+pub struct Reporter {
     verbose: bool,
     start: Instant,
     /// Set by `mpiq watch` (which draws no progress bars): where each
@@ -96,7 +99,17 @@ struct Reporter {
 }
 
 impl Reporter {
-    fn note(&self, what: impl std::fmt::Display) {
+    /// A reporter that prints (with `verbose`) from now on.
+    pub fn new(verbose: bool) -> Reporter {
+        Reporter {
+            verbose,
+            start: Instant::now(),
+            keep: None,
+        }
+    }
+
+    /// Prints one progress line (with `--verbose`).
+    pub fn note(&self, what: impl std::fmt::Display) {
         if self.verbose {
             eprintln!("mpiq: [{:>7.1} ms] {what}", self.start.elapsed().as_secs_f64() * 1e3);
         }
@@ -118,7 +131,7 @@ impl Reporter {
 
 /// Test hook: `MPIQ_TEST_HOLD_MS=N` keeps the processes stopped N ms
 /// before they are read, so a test can interrupt a dump in the middle.
-fn test_hold() {
+pub fn test_hold() {
     if let Some(ms) = std::env::var("MPIQ_TEST_HOLD_MS").ok().and_then(|v| v.parse().ok()) {
         std::thread::sleep(Duration::from_millis(ms));
     }
@@ -316,12 +329,19 @@ fn sample_pids(pids: &[(i32, Option<i32>)], opts: &DumpOptions, rep: &Reporter) 
     collect_slots(open_live(pids, rep), opts, rep)
 }
 
-fn run_queues(pids: &[i32], opts: &DumpOptions, rep: &Reporter) -> Result<Snapshot, RunError> {
+/// `mpiq queues PID...`: one sample of the processes.
+pub fn run_queues(pids: &[i32], opts: &DumpOptions, rep: &Reporter) -> Result<Snapshot, RunError> {
     let pids: Vec<(i32, Option<i32>)> = pids.iter().map(|&p| (p, None)).collect();
     sample_pids(&pids, opts, rep)
 }
 
-fn run_core(files: &[PathBuf], exe: Option<&Path>, opts: &DumpOptions, rep: &Reporter) -> Result<Snapshot, RunError> {
+/// `mpiq core FILE...`: the core files, each opened beside the others.
+pub fn run_core(
+    files: &[PathBuf],
+    exe: Option<&Path>,
+    opts: &DumpOptions,
+    rep: &Reporter,
+) -> Result<Snapshot, RunError> {
     let bar = rep.bar(files.len(), "opening core files");
     let slots = open_parallel(files, bar.as_ref(), |f| match CoreProcess::open_core(f, exe) {
         Ok(p) => Slot::Open(p),
@@ -353,7 +373,8 @@ pub fn job_samples(starter: i32, opts: &DumpOptions, verbose: bool) -> Result<Sa
     run_job(&JobSource::Starter(starter), &plan, opts, &rep)
 }
 
-fn run_replay(file: &Path, opts: &DumpOptions) -> Result<Snapshot, RunError> {
+/// `mpiq replay FILE`: the processes of a recording, dumped again.
+pub fn run_replay(file: &Path, opts: &DumpOptions) -> Result<Snapshot, RunError> {
     let recording = mpiq::record::RecordingFile::load(file).map_err(|e| RunError::Replay(e.to_string()))?;
     let mut replays = recording
         .processes
@@ -365,9 +386,6 @@ fn run_replay(file: &Path, opts: &DumpOptions) -> Result<Snapshot, RunError> {
     Ok(mpiq::collect_all(&mut targets, opts)?)
 }
 
-/// `mpiq stacks`: stop each process in turn, unwind every thread, release
-/// it. One [`crate::unwind::Unwinder`] serves all, so each object's unwind
-/// information and symbols are read once.
 /// What a command produced.
 #[derive(Debug)]
 pub struct Outcome {
@@ -388,7 +406,7 @@ impl Outcome {
 
 /// Analyses (when the command calls for it), renders, writes `--svg` and
 /// `--flamegraph`.
-fn finish(
+pub fn finish(
     samples: Samples,
     whole_job: bool,
     dump: &DumpArgs,
@@ -419,142 +437,4 @@ fn finish(
         verdict: report.verdict(),
         status: None,
     })
-}
-
-/// Runs a parsed command line.
-pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
-    let rep = Reporter {
-        verbose: cli.verbose,
-        start: Instant::now(),
-        keep: None,
-    };
-    let one = |current| Samples {
-        current,
-        ..Samples::default()
-    };
-    let dump_command = |dump: &DumpArgs| -> Result<DumpOptions, RunError> {
-        let opts = dump.to_options()?;
-        if dump.svg.is_some() {
-            // Before any process is stopped.
-            report::check_dot()?;
-        }
-        if let Some(path) = &dump.flamegraph {
-            crate::flamegraph::check_path(path)?;
-        }
-        Ok(opts)
-    };
-    match &cli.command {
-        Command::Queues { pids, dump } => {
-            let opts = dump_command(dump)?;
-            let snapshot = run_queues(pids, &opts, &rep)?;
-            finish(one(snapshot), false, dump, &opts, Reopen::Live(None))
-        }
-        Command::Core { files, exe, dump } => {
-            let opts = dump_command(dump)?;
-            let snapshot = run_core(files, exe.as_deref(), &opts, &rep)?;
-            finish(one(snapshot), false, dump, &opts, Reopen::Cores(files, exe.as_deref()))
-        }
-        Command::Job {
-            starter,
-            slurm,
-            node_timeout,
-            samples,
-            interval,
-            dump,
-        } => {
-            let opts = dump_command(dump)?;
-            let source = match (starter, slurm) {
-                (_, Some(spec)) => JobSource::Slurm(spec.clone()),
-                (Some(pid), None) => JobSource::Starter(*pid),
-                (None, None) => return Err(UsageError("give --starter PID or --slurm JOB[.STEP]".into()).into()),
-            };
-            let plan = JobPlan {
-                samples: *samples,
-                interval_ms: *interval,
-                node_timeout: Duration::from_secs(*node_timeout),
-                options: dump.options.clone(),
-            };
-            // A job given by its Slurm id: other nodes through srun into it.
-            let slurm_job = slurm.as_deref().and_then(|s| s.split('.').next());
-            finish(
-                run_job(&source, &plan, &opts, &rep)?,
-                true,
-                dump,
-                &opts,
-                Reopen::Live(slurm_job),
-            )
-        }
-        Command::Collect {
-            node,
-            slurm_step,
-            samples,
-            interval,
-            deadline,
-            options,
-        } => collector::run_collector(
-            &CollectRequest {
-                node: node.as_deref(),
-                slurm_step: slurm_step.as_deref(),
-                samples: *samples,
-                interval_ms: *interval,
-                deadline_ms: *deadline,
-            },
-            options,
-            &rep,
-        ),
-        Command::Replay { file, dump } => {
-            let opts = dump_command(dump)?;
-            finish(one(run_replay(file, &opts)?), false, dump, &opts, Reopen::No)
-        }
-        Command::Watch(args) => crate::watch::run(args),
-        Command::Stacks { pids, cores, exe, json } => run_stacks(pids, cores, exe.as_deref(), *json, &rep),
-        Command::Lookup { pid, core, questions } => {
-            let questions = questions.to_lookup()?;
-            let stdout = if let Some(core) = core {
-                let mut p = CoreProcess::open_core(core, None)?;
-                crate::lookup::run_lookup(&mut p, &questions)?
-            } else {
-                let pid = pid.unwrap_or_default();
-                let mut p = LiveProcess::attach(pid).map_err(|e| RunError::NothingOpened(e.to_string()))?;
-                rep.note("stopped");
-                test_hold();
-                let out = crate::lookup::run_lookup(&mut p, &questions);
-                rep.note("answered");
-                if let Err(e) = p.detach() {
-                    eprintln!("mpiq: warning: {e}");
-                }
-                out?
-            };
-            Ok(Outcome {
-                stdout,
-                verdict: None,
-                status: None,
-            })
-        }
-        Command::Run(args) => Ok(Outcome {
-            stdout: String::new(),
-            verdict: None,
-            status: Some(crate::launch::run(args, cli.verbose)),
-        }),
-        Command::PmixProctable {
-            pid,
-            library,
-            tmpdir,
-            rendezvous,
-        } => crate::pmix::helper_main(&crate::pmix::HelperRequest {
-            pid: *pid,
-            library: library.clone(),
-            tmpdir: tmpdir.clone(),
-            rendezvous: rendezvous.clone(),
-        }),
-        Command::RunWatchdog { job, start, grace_ms } => Ok(Outcome {
-            stdout: String::new(),
-            verdict: None,
-            status: Some(crate::launch::watchdog_main(
-                *job,
-                *start,
-                Duration::from_millis(*grace_ms),
-            )),
-        }),
-    }
 }

@@ -3,7 +3,7 @@
 //!
 //! [`install`](crate::signals::install) blocks the signals in the calling thread (so in every thread
 //! started after it) and starts one thread that waits for them with
-//! `sigwait`. On a signal it raises [`INTERRUPTED`](crate::signals::INTERRUPTED) (target reads then fail
+//! `sigwait`. On a signal it raises the interrupt flag ([`crate::interrupt`]) (target reads then fail
 //! with `TargetError::Interrupted`), detaches from every process through
 //! [`crate::ptrace::detach_everything`], and exits with 128 + the signal.
 //!
@@ -14,15 +14,12 @@
 //! 128 + the signal itself.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use nix::sys::signal::{killpg, SigSet, SigmaskHow, Signal};
 use nix::unistd::Pid;
-
-/// Set once a terminating signal arrived.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Run on a terminating signal before mpiq exits (`mpiq watch` puts the
 /// terminal back), after every process was released.
@@ -70,7 +67,7 @@ fn pass_on(sig: Signal) -> bool {
     if *group <= 0 {
         return false;
     }
-    INTERRUPTED.store(true, Ordering::SeqCst);
+    crate::interrupt::raise();
     let n = crate::ptrace::detach_everything(Duration::from_secs(5));
     let _ = killpg(Pid::from_raw(*group), sig);
     let _ = killpg(Pid::from_raw(*group), Signal::SIGCONT);
@@ -105,7 +102,7 @@ pub fn install() -> nix::Result<()> {
             if pass_on(sig) {
                 continue;
             }
-            INTERRUPTED.store(true, Ordering::SeqCst);
+            crate::interrupt::raise();
             let n = crate::ptrace::detach_everything(Duration::from_secs(5));
             if let Some(hook) = *EXIT_HOOK.lock().unwrap_or_else(|e| e.into_inner()) {
                 hook();

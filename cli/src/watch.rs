@@ -188,7 +188,7 @@ pub fn run(args: &WatchArgs) -> Result<Outcome, RunError> {
         r
     };
     // Every rank released, also one being read right now.
-    crate::signals::INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+    crate::interrupt::raise();
     crate::ptrace::detach_everything(Duration::from_secs(5));
     if let Some((cmd, handle)) = sampler {
         let _ = cmd.send(Cmd::Quit);

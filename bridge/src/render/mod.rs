@@ -14,6 +14,7 @@ pub mod tree;
 pub mod verdict;
 
 pub use report::{Report, Samples};
+pub use stacks::frame_text;
 
 use crate::options::{DumpOptions, Format};
 use crate::snapshot::model::*;

@@ -32,8 +32,10 @@ pub(super) fn render_stacks(out: &mut String, st: &Stacks, frames: bool) {
     }
 }
 
-/// `0xPC in FUNCTION (FILE:LINE) from OBJECT`, leaving out what is unknown.
-fn frame_text(f: &Frame) -> String {
+/// One frame as gdb's `bt` prints it, without its number: `0xPC in
+/// FUNCTION [inlined] (FILE:LINE) from OBJECT`, leaving out what is
+/// unknown; the one formatter of a frame (`--stacks`, `mpiq stacks`).
+pub fn frame_text(f: &Frame) -> String {
     let mut s = format!("{} in {}", f.pc, f.function.as_deref().unwrap_or("??"));
     if f.python {
         s.push_str(" [python]");

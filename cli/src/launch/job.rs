@@ -24,7 +24,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use super::procs::{self, Proc, Stat};
+use crate::procs::{self, Proc, Stat};
 
 /// How long processes may take to go after SIGKILL before mpiq gives up
 /// waiting for them.

@@ -3,7 +3,7 @@
 //! process under it (outermost first) that is one. A wrapper (`bash -c
 //! 'mpirun ...'`, `make test`, a test runner) is looked through.
 
-use super::procs::{descendants, Stat};
+use crate::procs::{descendants, Stat};
 
 /// The executables that start MPI jobs (`/proc/PID/exe`'s file name, or
 /// the command name): Open MPI's `mpirun`/`mpiexec` (`orterun`; Open MPI

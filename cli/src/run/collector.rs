@@ -115,15 +115,53 @@ fn table_ranks(input: impl BufRead, node: &str) -> (Ranks, Vec<String>) {
 
 /// The MPI processes of Slurm step `job.step` on this node, with their
 /// world ranks, and the job size their environment gives. Only the
+/// Why a collector found no rank to sample on its node; the front end
+/// shows it as the node's failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CollectError {
+    /// `--slurm-step` is not `JOB.STEP`.
+    #[error("--slurm-step wants JOB.STEP, not '{0}'")]
+    BadStep(String),
+    /// `/proc` could not be listed.
+    #[error("cannot list /proc: {0}")]
+    ListProc(#[source] std::io::Error),
+    /// No MPI process of the step runs on this node.
+    #[error("no MPI process of Slurm step {step} runs on node {node}")]
+    NoStepRank {
+        /// The step, `JOB.STEP`.
+        step: String,
+        /// This node.
+        node: String,
+    },
+    /// No rank of the job's table runs on this node.
+    #[error("no rank of the job's table runs on node {node} (the table names {})", nodes(.others))]
+    NoTableRank {
+        /// This node.
+        node: String,
+        /// The nodes the table names.
+        others: Vec<String>,
+    },
+}
+
+/// The nodes a table names, or `no node`.
+fn nodes(others: &[String]) -> String {
+    if others.is_empty() {
+        "no node".to_string()
+    } else {
+        others.join(", ")
+    }
+}
+
 /// variables naming the step, the rank and the size are looked at.
-fn step_ranks(step: &str, node: &str) -> Result<(Ranks, Option<i32>), String> {
+fn step_ranks(step: &str, node: &str) -> Result<(Ranks, Option<i32>), CollectError> {
     let (job, step_id) = step
         .split_once('.')
-        .ok_or_else(|| format!("--slurm-step wants JOB.STEP, not '{step}'"))?;
+        .ok_or_else(|| CollectError::BadStep(step.to_string()))?;
     let me = std::process::id() as i32;
     let mut found = Vec::new();
     let mut size = None;
-    let dir = std::fs::read_dir("/proc").map_err(|e| format!("cannot list /proc: {e}"))?;
+    let dir = std::fs::read_dir("/proc").map_err(CollectError::ListProc)?;
     for entry in dir.flatten() {
         let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
             continue;
@@ -168,7 +206,7 @@ fn step_ranks(step: &str, node: &str) -> Result<(Ranks, Option<i32>), String> {
 }
 
 /// Runs the collector: find this node's ranks, sample them, send them.
-pub(super) fn run_collector(req: &CollectRequest, options: &[String], rep: &Reporter) -> Result<Outcome, RunError> {
+pub fn run_collector(req: &CollectRequest, options: &[String], rep: &Reporter) -> Result<Outcome, RunError> {
     let start = Instant::now();
     let deadline = start + Duration::from_millis(req.deadline_ms);
     let node = node_name(req.node);
@@ -187,7 +225,10 @@ pub(super) fn run_collector(req: &CollectRequest, options: &[String], rep: &Repo
                     out.send(&Message::JobSize { size });
                 }
                 if ranks.is_empty() {
-                    Err(format!("no MPI process of Slurm step {step} runs on node {node}"))
+                    Err(CollectError::NoStepRank {
+                        step: step.to_string(),
+                        node: node.clone(),
+                    })
                 } else {
                     Ok(ranks)
                 }
@@ -197,14 +238,10 @@ pub(super) fn run_collector(req: &CollectRequest, options: &[String], rep: &Repo
         None => {
             let (mine, others) = table_ranks(std::io::stdin().lock(), &node);
             if mine.is_empty() {
-                Err(format!(
-                    "no rank of the job's table runs on node {node} (the table names {})",
-                    if others.is_empty() {
-                        "no node".to_string()
-                    } else {
-                        others.join(", ")
-                    }
-                ))
+                Err(CollectError::NoTableRank {
+                    node: node.clone(),
+                    others,
+                })
             } else {
                 Ok(mine)
             }
@@ -213,7 +250,9 @@ pub(super) fn run_collector(req: &CollectRequest, options: &[String], rep: &Repo
     let ranks = match ranks {
         Ok(r) => r,
         Err(error) => {
-            out.send(&Message::Failed { error });
+            out.send(&Message::Failed {
+                error: error.to_string(),
+            });
             out.send(&Message::Done);
             return Ok(Outcome {
                 stdout: String::new(),

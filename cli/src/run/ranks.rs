@@ -33,7 +33,7 @@ pub(super) struct JobRanks {
 pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<JobRanks, RunError> {
     // Its state before mpiq stops it (a PMIx server that was stopped cannot
     // answer).
-    let state = crate::launch::procs::Stat::of(starter).map(|s| s.state);
+    let state = crate::procs::Stat::of(starter).map(|s| s.state);
     let mut s = LiveProcess::attach(starter).map_err(|source| RunError::Starter { pid: starter, source })?;
     let table = read_ranks(&s);
     let slurm = slurm_job_of(&s);

@@ -92,12 +92,7 @@ fn group_by_node(ranks: &[JobRank]) -> Vec<NodeRanks> {
 
 /// Every rank of the job, sampled once or twice `interval_ms` apart (the
 /// ranks run in between).
-pub(super) fn run_job(
-    source: &JobSource,
-    plan: &JobPlan,
-    opts: &DumpOptions,
-    rep: &Reporter,
-) -> Result<Samples, RunError> {
+pub fn run_job(source: &JobSource, plan: &JobPlan, opts: &DumpOptions, rep: &Reporter) -> Result<Samples, RunError> {
     let collect_plan = |slurm_step: Option<String>| Plan {
         samples: plan.samples,
         interval_ms: plan.interval_ms,

@@ -9,7 +9,7 @@ use crate::live::LiveProcess;
 
 /// Stops each process in turn, unwinds it, releases it; then the core
 /// files; prints them all as text or JSON.
-pub(super) fn run_stacks(
+pub fn run_stacks(
     pids: &[i32],
     cores: &[PathBuf],
     exe: Option<&Path>,
@@ -30,7 +30,7 @@ pub(super) fn run_stacks(
         };
         rep.note(format_args!("stopped {pid}"));
         test_hold();
-        let stacks = unwinder.process_stacks(&p);
+        let stacks = p.stacks_with(&mut unwinder);
         // Released before anything is printed.
         if let Err(e) = p.detach() {
             eprintln!("mpiq: warning: {e}");
@@ -52,7 +52,7 @@ pub(super) fn run_stacks(
                 continue;
             }
         };
-        let stacks = unwinder.process_stacks(&p);
+        let stacks = p.stacks_with(&mut unwinder);
         if stacks.is_empty() {
             eprintln!("mpiq: warning: {}: no x86_64 NT_PRSTATUS notes", core.display());
         }

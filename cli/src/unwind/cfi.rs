@@ -9,10 +9,11 @@
 use gimli::{CfaRule, EhFrame, RegisterRule, UnwindSection};
 use object::{Object, ObjectSection};
 
-use super::Regs;
+use super::error::UnwindError;
 use crate::dwarf::R;
 use crate::elf::ElfObject;
 use crate::image::Memory;
+use crate::regs::Regs;
 
 /// x86_64 DWARF numbers of the callee-saved registers (rbx, rbp, r12–r15):
 /// a row that does not mention them leaves them as they are.
@@ -87,8 +88,11 @@ fn bases_of(file: &object::File<'static>) -> gimli::BaseAddresses {
 impl UnwindInfo {
     /// Reads the unwind sections of `obj`; `None` when it has none at all
     /// (the walk then follows frame pointers).
-    pub(crate) fn load(obj: &ElfObject) -> Result<Option<UnwindInfo>, String> {
-        let file = object::File::parse(obj.data()).map_err(|e| format!("{}: {e}", obj.path().display()))?;
+    pub(crate) fn load(obj: &ElfObject) -> Result<Option<UnwindInfo>, UnwindError> {
+        let file = object::File::parse(obj.data()).map_err(|source| UnwindError::Parse {
+            path: obj.path().to_path_buf(),
+            source,
+        })?;
         let endian = endian_of(&file);
         let address_size = if obj.is_64() { 8 } else { 4 };
         let mut eh_bases = bases_of(&file);
@@ -131,7 +135,7 @@ impl UnwindInfo {
     }
 
     /// The row for link-time address `svma`; `Ok(None)` when no FDE covers it.
-    pub(crate) fn row(&self, ctx: &mut gimli::UnwindContext<usize>, svma: u64) -> Result<Option<Row>, String> {
+    pub(crate) fn row(&self, ctx: &mut gimli::UnwindContext<usize>, svma: u64) -> Result<Option<Row>, UnwindError> {
         if let Some(eh) = &self.eh_frame {
             let fde = match self.hdr.as_ref().and_then(|h| h.table()) {
                 Some(t) => t.fde_for_address(eh, &self.eh_bases, svma, EhFrame::cie_from_offset),
@@ -141,7 +145,7 @@ impl UnwindInfo {
                 Ok(fde) => {
                     let row = fde
                         .unwind_info_for_address(eh, &self.eh_bases, ctx, svma)
-                        .map_err(|e| format!(".eh_frame at {svma:#x}: {e}"))?;
+                        .map_err(|source| UnwindError::EhFrame { svma, source })?;
                     return Ok(Some(Row {
                         row: row.clone(),
                         signal: fde.is_signal_trampoline(),
@@ -149,7 +153,7 @@ impl UnwindInfo {
                     }));
                 }
                 Err(gimli::Error::NoUnwindInfoForAddress) => {}
-                Err(e) => return Err(format!(".eh_frame at {svma:#x}: {e}")),
+                Err(source) => return Err(UnwindError::EhFrame { svma, source }),
             }
         }
         if let Some(df) = &self.debug_frame {
@@ -159,7 +163,7 @@ impl UnwindInfo {
                 Ok(fde) => {
                     let row = fde
                         .unwind_info_for_address(df, &self.debug_bases, ctx, svma)
-                        .map_err(|e| format!(".debug_frame at {svma:#x}: {e}"))?;
+                        .map_err(|source| UnwindError::DebugFrame { svma, source })?;
                     return Ok(Some(Row {
                         row: row.clone(),
                         signal: fde.is_signal_trampoline(),
@@ -167,29 +171,33 @@ impl UnwindInfo {
                     }));
                 }
                 Err(gimli::Error::NoUnwindInfoForAddress) => {}
-                Err(e) => return Err(format!(".debug_frame at {svma:#x}: {e}")),
+                Err(source) => return Err(UnwindError::DebugFrame { svma, source }),
             }
         }
         Ok(None)
     }
 
-    fn expression(&self, from_eh: bool, e: &gimli::UnwindExpression<usize>) -> Result<gimli::Expression<R>, String> {
+    fn expression(
+        &self,
+        from_eh: bool,
+        e: &gimli::UnwindExpression<usize>,
+    ) -> Result<gimli::Expression<R>, UnwindError> {
         let r = match (from_eh, &self.eh_frame, &self.debug_frame) {
             (true, Some(eh), _) => e.get(eh),
             (false, _, Some(df)) => e.get(df),
-            _ => return Err("expression without its section".into()),
+            _ => return Err(UnwindError::NoSection),
         };
-        r.map_err(|e| format!("CFI expression: {e}"))
+        r.map_err(UnwindError::Expression)
     }
 
     /// The caller's registers and this frame's CFA, by `row`.
-    pub(crate) fn apply(&self, row: &Row, regs: &Regs, mem: &dyn Memory) -> Result<(Regs, u64), String> {
+    pub(crate) fn apply(&self, row: &Row, regs: &Regs, mem: &dyn Memory) -> Result<(Regs, u64), UnwindError> {
         let cfa = match row.row.cfa() {
             CfaRule::RegisterAndOffset { register, offset } => regs
                 .get(usize::from(register.0))
                 .copied()
                 .flatten()
-                .ok_or_else(|| format!("the CFA's register {} is not known", register.0))?
+                .ok_or(UnwindError::CfaRegister(register.0))?
                 .wrapping_add(*offset as u64),
             CfaRule::Expression(e) => eval(self.expression(row.from_eh, e)?, regs, None, mem)?,
         };
@@ -227,7 +235,7 @@ impl UnwindInfo {
         if let RegisterRule::Offset(n) = row.row.register(gimli::Register(RIP as u16)) {
             if next[RIP].is_none() {
                 let at = cfa.wrapping_add(n as u64);
-                return Err(format!("the return address at {at:#x} (CFA {cfa:#x}) is unreadable"));
+                return Err(UnwindError::ReturnAddress { at, cfa });
             }
         }
         // On x86_64 the caller's stack pointer is the CFA.
@@ -238,7 +246,7 @@ impl UnwindInfo {
 
 /// Evaluates a CFI expression (glibc's PLT stubs define their CFA by one)
 /// to an address; at most 1000 steps are left to gimli's own limits.
-fn eval(expr: gimli::Expression<R>, regs: &Regs, cfa: Option<u64>, mem: &dyn Memory) -> Result<u64, String> {
+fn eval(expr: gimli::Expression<R>, regs: &Regs, cfa: Option<u64>, mem: &dyn Memory) -> Result<u64, UnwindError> {
     let encoding = gimli::Encoding {
         address_size: 8,
         format: gimli::Format::Dwarf64,
@@ -249,7 +257,7 @@ fn eval(expr: gimli::Expression<R>, regs: &Regs, cfa: Option<u64>, mem: &dyn Mem
         // Register rules' expressions start with the CFA pushed.
         ev.set_initial_value(cfa);
     }
-    let mut state = ev.evaluate().map_err(|e| format!("CFI expression: {e}"))?;
+    let mut state = ev.evaluate().map_err(UnwindError::Expression)?;
     for _ in 0..1000 {
         use gimli::EvaluationResult as E;
         state = match state {
@@ -257,8 +265,8 @@ fn eval(expr: gimli::Expression<R>, regs: &Regs, cfa: Option<u64>, mem: &dyn Mem
                 let pieces = ev.result();
                 return match pieces.first().map(|p| &p.location) {
                     Some(gimli::Location::Address { address }) => Ok(*address),
-                    Some(gimli::Location::Value { value }) => value.to_u64(!0).map_err(|e| e.to_string()),
-                    _ => Err("CFI expression gave no address".into()),
+                    Some(gimli::Location::Value { value }) => value.to_u64(!0).map_err(UnwindError::Value),
+                    _ => Err(UnwindError::NoAddress),
                 };
             }
             E::RequiresRegister { register, .. } => {
@@ -266,19 +274,19 @@ fn eval(expr: gimli::Expression<R>, regs: &Regs, cfa: Option<u64>, mem: &dyn Mem
                     .get(usize::from(register.0))
                     .copied()
                     .flatten()
-                    .ok_or("CFI expression needs an unknown register")?;
+                    .ok_or(UnwindError::UnknownRegister)?;
                 ev.resume_with_register(gimli::Value::Generic(v))
             }
             E::RequiresMemory { address, size, .. } => {
                 let mut b = [0u8; 8];
                 let n = usize::from(size).min(8);
-                mem.read(address, &mut b[..n]).map_err(|e| e.to_string())?;
+                mem.read(address, &mut b[..n])?;
                 ev.resume_with_memory(gimli::Value::Generic(u64::from_le_bytes(b)))
             }
-            E::RequiresCallFrameCfa => ev.resume_with_call_frame_cfa(cfa.ok_or("CFA inside its own rule")?),
-            other => return Err(format!("CFI expression needs {other:?}")),
+            E::RequiresCallFrameCfa => ev.resume_with_call_frame_cfa(cfa.ok_or(UnwindError::CfaInOwnRule)?),
+            other => return Err(UnwindError::Unsupported(format!("{other:?}"))),
         }
-        .map_err(|e| format!("CFI expression: {e}"))?;
+        .map_err(UnwindError::Expression)?;
     }
-    Err("CFI expression too long".into())
+    Err(UnwindError::TooLong)
 }

@@ -8,7 +8,9 @@
 //! symboliser are built once and shared by every process that maps it.
 
 mod cfi;
+mod error;
 mod output;
+mod stack;
 mod symbolize;
 mod values;
 mod vdso;
@@ -19,16 +21,14 @@ use std::sync::Arc;
 
 use crate::elf::ElfObject;
 use crate::image::{MappedObject, Memory};
-use crate::process::Process;
+use crate::regs::{Regs, ThreadRegs};
 
 use cfi::{Row, UnwindInfo};
+pub use error::UnwindError;
 pub use output::{frame_line, render_text, to_json, Output};
+pub use stack::{Frame, How, ThreadStack};
 use symbolize::Symbolizer;
-pub(crate) use values::FrameState;
-
-/// x86_64 registers by DWARF number (0 rax … 7 rsp, 8–15 r8–r15, 16 the
-/// pc); `None` when not recoverable in that frame.
-pub type Regs = [Option<u64>; 17];
+use values::FrameState;
 
 /// Frames per stack unless `MPIQ_MAX_FRAMES` says otherwise.
 pub const DEFAULT_MAX_FRAMES: usize = 256;
@@ -37,75 +37,6 @@ pub const DEFAULT_MAX_FRAMES: usize = 256;
 const PROCESS_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
 /// The most `MPIQ_MAX_FRAMES` may ask for.
 const MAX_MAX_FRAMES: usize = 1 << 16;
-
-/// The registers of `PTRACE_GETREGS` in DWARF order.
-pub fn regs_from_user(r: &libc::user_regs_struct) -> Regs {
-    [
-        r.rax, r.rdx, r.rcx, r.rbx, r.rsi, r.rdi, r.rbp, r.rsp, r.r8, r.r9, r.r10, r.r11, r.r12, r.r13, r.r14, r.r15,
-        r.rip,
-    ]
-    .map(Some)
-}
-
-/// How a frame's registers were found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum How {
-    /// The thread's own registers (frame 0).
-    Registers,
-    /// The CFI of the callee.
-    Cfi,
-    /// The callee's frame pointer (it had no CFI).
-    FramePointer,
-}
-
-impl How {
-    /// The word used in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            How::Registers => "registers",
-            How::Cfi => "cfi",
-            How::FramePointer => "frame_pointer",
-        }
-    }
-}
-
-/// One frame; inlined functions get a frame each (as gdb shows them), all
-/// with the same pc.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Frame {
-    /// The pc: a return address for callers, as gdb prints it.
-    pub pc: u64,
-    /// The function, demangled, if known.
-    pub function: Option<String>,
-    /// The object's path, if the pc is in one.
-    pub object: Option<String>,
-    /// The pc's link-time address in the object (`object+0xOFFSET`).
-    pub offset: Option<u64>,
-    /// The source file, when the object has DWARF.
-    pub file: Option<String>,
-    /// The source line (the call's line for callers).
-    pub line: Option<u32>,
-    /// An inlined function (its caller is the next frame, same pc).
-    pub inlined: bool,
-    /// How the frame's registers were found.
-    pub how: How,
-}
-
-/// The stack of one thread.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ThreadStack {
-    /// The thread id (the main thread's is the pid).
-    pub tid: i32,
-    /// `/proc/PID/task/TID/comm`, if readable.
-    pub name: Option<String>,
-    /// Innermost first.
-    pub frames: Vec<Frame>,
-    /// Why the stack ends early (or was not read), if it did.
-    pub note: Option<String>,
-    /// What [`Unwinder::frame_value`] needs of each frame (registers, CFA,
-    /// DIE), one per frame; not part of any output.
-    pub(crate) states: Vec<FrameState>,
-}
 
 struct ObjState {
     /// Keeps the object alive while its address is the key.
@@ -210,7 +141,7 @@ impl Unwinder {
         let warnings = &mut self.warnings;
         Some(self.objects.entry(key(file)).or_insert_with(|| {
             let unwind = UnwindInfo::load(file).unwrap_or_else(|e| {
-                warnings.push(e);
+                warnings.push(e.to_string());
                 None
             });
             ObjState {
@@ -328,19 +259,28 @@ impl Unwinder {
         }
     }
 
-    /// The stacks of every thread of a stopped live process or a core file,
-    /// in thread id order. A live process that is not stopped has none.
-    pub fn process_stacks<M: Memory>(&mut self, p: &Process<M>) -> Vec<ThreadStack> {
-        let mut regs = p.thread_regs().to_vec();
+    /// The stacks of every thread of a process, in thread id order, from
+    /// plain data: each thread's registers (none for a live process that is
+    /// not stopped), the process's mapped objects and its memory. `live` is
+    /// the pid of a live process held stopped: its vdso (from its auxiliary
+    /// vector) is unwound through too, and its threads' names are read.
+    pub fn process_stacks(
+        &mut self,
+        threads: &[ThreadRegs],
+        objects: &[MappedObject],
+        mem: &dyn Memory,
+        live: Option<i32>,
+    ) -> Vec<ThreadStack> {
+        let mut regs = threads.to_vec();
         regs.sort_by_key(|t| t.tid);
-        let mut objects = p.image().objects().to_vec();
-        if let (Some(pid), Some(_)) = (p.pid(), p.attach_info()) {
-            objects.extend(vdso::live_vdso(pid as i32, p.memory()));
+        let mut objects = objects.to_vec();
+        if let Some(pid) = live {
+            objects.extend(vdso::live_vdso(pid, mem));
         }
         let deadline = std::time::Instant::now() + PROCESS_BUDGET;
         regs.iter()
             .map(|t| {
-                let late = if crate::signals::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+                let late = if crate::interrupt::interrupted() {
                     Some("not read: interrupted")
                 } else if std::time::Instant::now() > deadline {
                     Some("not read: time budget of the process spent")
@@ -355,16 +295,16 @@ impl Unwinder {
                         note: Some(why.to_string()),
                         states: Vec::new(),
                     },
-                    (Ok(r), None) => self.thread_stack(&objects, p.memory(), t.tid, r),
+                    (Ok(r), None) => self.thread_stack(&objects, mem, t.tid, r),
                     (Err(e), None) => ThreadStack {
                         tid: t.tid,
                         name: None,
                         frames: Vec::new(),
-                        note: Some(e.clone()),
+                        note: Some(e.to_string()),
                         states: Vec::new(),
                     },
                 };
-                if let (Some(pid), Some(_)) = (p.pid(), p.attach_info()) {
+                if let Some(pid) = live {
                     stack.name = std::fs::read_to_string(format!("/proc/{pid}/task/{}/comm", t.tid))
                         .ok()
                         .map(|s| s.trim_end().to_string());
@@ -412,8 +352,8 @@ impl walk::Rows for Unwinder {
         self.state(objects, index)?.unwind.as_ref()
     }
 
-    fn row(&mut self, objects: &[MappedObject], index: usize, svma: u64) -> Result<Option<Row>, String> {
-        let file = &objects.get(index).ok_or("no such object")?.file;
+    fn row(&mut self, objects: &[MappedObject], index: usize, svma: u64) -> Result<Option<Row>, UnwindError> {
+        let file = &objects.get(index).ok_or(UnwindError::NoSuchObject)?.file;
         self.state(objects, index);
         let Some(state) = self.objects.get_mut(&key(file)) else {
             return Ok(None);

@@ -1,30 +1,27 @@
 //! The output of `mpiq stacks`: gdb-like text (one line per frame) or
 //! JSON, per process.
 
-use super::{Frame, ThreadStack};
+use super::stack::{Frame, ThreadStack};
 
-/// One frame as gdb's `bt` prints it:
-/// `#N 0xPC in FUNCTION (FILE:LINE) from OBJECT`.
+/// One frame as gdb's `bt` prints it, by the bridge's frame formatter
+/// ([`mpiq::render::frame_text`]): `#N 0xPC in FUNCTION [inlined]
+/// (FILE:LINE) from OBJECT`; a function without a name is `OBJECT+0xOFFSET`.
 pub fn frame_line(n: usize, f: &Frame) -> String {
     let function = match (&f.function, &f.object, f.offset) {
-        (Some(name), ..) => name.clone(),
-        (None, Some(obj), Some(off)) => format!("{}+{off:#x}", base_name(obj)),
-        _ => "??".to_string(),
+        (Some(name), ..) => Some(name.clone()),
+        (None, Some(obj), Some(off)) => Some(format!("{}+{off:#x}", base_name(obj))),
+        _ => None,
     };
-    let mut line = format!("#{n:<2} {:#018x} in {function}", f.pc);
-    if let Some(file) = &f.file {
-        match f.line {
-            Some(l) => line.push_str(&format!(" ({file}:{l})")),
-            None => line.push_str(&format!(" ({file})")),
-        }
-    }
-    if f.inlined {
-        line.push_str(" [inlined]");
-    }
-    if let Some(obj) = &f.object {
-        line.push_str(&format!(" from {obj}"));
-    }
-    line
+    let model = mpiq::Frame {
+        pc: format!("{:#018x}", f.pc),
+        function,
+        object: f.object.clone(),
+        file: f.file.clone(),
+        line: f.line,
+        inlined: f.inlined,
+        python: false,
+    };
+    format!("#{n:<2} {}", mpiq::render::frame_text(&model))
 }
 
 fn base_name(path: &str) -> &str {
@@ -119,7 +116,7 @@ impl Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::unwind::How;
+    use crate::unwind::stack::How;
 
     #[test]
     fn frame_lines_look_like_bt() {
@@ -146,6 +143,16 @@ mod tests {
         assert_eq!(
             frame_line(4, &g),
             "#4  0x0000000000001234 in main (ring.c:12) from /usr/lib/libmpi.so.40"
+        );
+        // As every front end's `--stacks`: `[inlined]` beside the function.
+        let h = Frame {
+            function: Some("helper".into()),
+            inlined: true,
+            ..g
+        };
+        assert_eq!(
+            frame_line(5, &h),
+            "#5  0x0000000000001234 in helper [inlined] (ring.c:12) from /usr/lib/libmpi.so.40"
         );
     }
 }

@@ -14,9 +14,9 @@ mod eval;
 
 use gimli::{constants as dw, AttributeValue, UnitOffset, UnitRef};
 
-use super::Regs;
 use crate::dwarf::{DebugInfo, DieRef, R};
 use crate::image::Memory;
+use crate::regs::Regs;
 
 /// DIEs read while searching one function for a name or a call site.
 const MAX_DIES: usize = 200_000;
@@ -442,7 +442,7 @@ fn scalar_of(debug: &DebugInfo, ty: Option<DieRef>, address_size: u8) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::unwind::{Regs, Unwinder};
+    use crate::unwind::Unwinder;
     use crate::LiveProcess;
 
     /// Stacks of garbage registers against this very process (its memory,

@@ -28,7 +28,7 @@ fn parsed() -> &'static Parsed {
 /// can be read and parsed.
 pub(crate) fn live_vdso(pid: i32, mem: &dyn Memory) -> Option<MappedObject> {
     let auxv = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
-    let start = crate::live::auxv_value(&auxv, libc::AT_SYSINFO_EHDR, 8, true).filter(|&a| a != 0)?;
+    let start = crate::auxv::auxv_value(&auxv, libc::AT_SYSINFO_EHDR, 8, true).filter(|&a| a != 0)?;
     // Its size: the end of the section headers, which come last.
     let mut ehdr = [0u8; 64];
     mem.read(start, &mut ehdr).ok()?;

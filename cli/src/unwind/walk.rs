@@ -5,8 +5,10 @@
 //! does not move up, an unreadable stack word.
 
 use super::cfi::{Row, UnwindInfo, RIP, RSP};
-use super::{How, Regs};
+use super::error::UnwindError;
+use super::stack::How;
 use crate::image::{MappedObject, Memory};
+use crate::regs::Regs;
 
 /// DWARF number of the frame pointer.
 const RBP: usize = 6;
@@ -54,21 +56,21 @@ fn object_at(ranges: &[(u64, u64, usize)], addr: u64) -> Option<usize> {
     (addr < r.1).then_some(r.2)
 }
 
-fn read_word(mem: &dyn Memory, addr: u64) -> Result<u64, String> {
+fn read_word(mem: &dyn Memory, addr: u64) -> Result<u64, UnwindError> {
     let mut b = [0u8; 8];
     mem.read(addr, &mut b)
-        .map_err(|e| format!("stack word at {addr:#x} unreadable: {e}"))?;
+        .map_err(|source| UnwindError::StackWord { addr, source })?;
     Ok(u64::from_le_bytes(b))
 }
 
 /// One step by the frame pointer: `rbp` points at the saved `rbp`, the
 /// return address above it.
-fn frame_pointer_step(regs: &Regs, mem: &dyn Memory) -> Result<Regs, String> {
+fn frame_pointer_step(regs: &Regs, mem: &dyn Memory) -> Result<Regs, UnwindError> {
     let (Some(sp), Some(bp)) = (regs[RSP], regs[RBP]) else {
-        return Err("no frame pointer to follow".into());
+        return Err(UnwindError::NoFramePointer);
     };
     if bp % 8 != 0 || bp < sp || bp - sp > MAX_FRAME_SIZE {
-        return Err(format!("frame pointer {bp:#x} does not point into the stack"));
+        return Err(UnwindError::BadFramePointer(bp));
     }
     let mut next: Regs = [None; 17];
     for r in [3, 12, 13, 14, 15] {
@@ -85,7 +87,7 @@ pub(crate) trait Rows {
     /// The CFI of object `index` of the image, `None` when it has none.
     fn unwind_info(&mut self, objects: &[MappedObject], index: usize) -> Option<&UnwindInfo>;
     /// The row for `svma` in object `index`.
-    fn row(&mut self, objects: &[MappedObject], index: usize, svma: u64) -> Result<Option<Row>, String>;
+    fn row(&mut self, objects: &[MappedObject], index: usize, svma: u64) -> Result<Option<Row>, UnwindError>;
 }
 
 /// Walks one thread from its registers. Returns the frames and, when the
@@ -152,7 +154,7 @@ pub(crate) fn walk(
                 let row = if rows.unwind_info(objects, i).is_some() {
                     match rows.row(objects, i, probe.wrapping_sub(bias)) {
                         Ok(r) => r,
-                        Err(e) => return (frames, Some(e)),
+                        Err(e) => return (frames, Some(e.to_string())),
                     }
                 } else {
                     None
@@ -162,7 +164,7 @@ pub(crate) fn walk(
                         let info = rows.unwind_info(objects, i);
                         match info.map(|info| info.apply(&row, &regs, mem)) {
                             Some(Ok((next, _cfa))) => ((next, How::Cfi), row.signal),
-                            Some(Err(e)) => return (frames, Some(e)),
+                            Some(Err(e)) => return (frames, Some(e.to_string())),
                             None => return (frames, Some("unwind information vanished".into())),
                         }
                     }

@@ -83,7 +83,7 @@ impl Live {
     fn run(mut self, tx: &Sender<Msg>, rx: &Receiver<Cmd>) {
         let mut paused = false;
         loop {
-            if crate::signals::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            if crate::interrupt::interrupted() {
                 return;
             }
             let _ = tx.send(Msg::Sampling);
