@@ -75,10 +75,8 @@ fn no_circle_between_the_bridge_files() {
 
 #[test]
 fn cli_files_use_only_lower_layers_and_make_no_circle() {
-    let Some(layers) = graph::layers(&architecture(), "Layers of the CLI") else {
-        eprintln!("ARCHITECTURE.md has no 'Layers of the CLI' yet: the CLI's layers are not checked");
-        return;
-    };
+    let layers = graph::layers(&architecture(), "Layers of the CLI")
+        .expect("ARCHITECTURE.md has a section 'Layers of the CLI' with its table");
     let cli = cli();
     let wrong = graph::against_layers(&cli, &layers);
     assert!(
@@ -460,14 +458,4 @@ fn the_checker_reads_a_cli_table_with_files() {
         ["unwind/vdso.rs:1: `unwind/vdso` (layer 2) uses `crate::run::go` of `run` (layer 4)"]
     );
     assert!(graph::layers(doc, "Layers of the bridge").is_none());
-}
-
-/// The CLI's circles as the checker reads them, printed, whether or not
-/// ARCHITECTURE.md has its layers yet (`-- --ignored --nocapture`).
-#[test]
-#[ignore = "a report, not a check"]
-fn cli_circles_report() {
-    for circle in graph::circles(&cli()) {
-        println!("{circle}");
-    }
 }
