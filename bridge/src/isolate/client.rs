@@ -115,7 +115,7 @@ pub fn run(
             process: target.describe(),
             big_endian: target.byte_order() == ByteOrder::Big,
             world_rank: known_rank,
-            stats: opts.stats,
+            opts: opts.clone(),
             known: answered,
             shared: helper.region.as_ref().map(|_| sys::SIZE as u64),
         };

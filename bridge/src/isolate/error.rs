@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::helper::{signal_name, DLLHOST};
+use super::names::{signal_name, DLLHOST};
 
 /// Why a dump in `mpiq-dllhost` gave no result.
 #[derive(Debug, thiserror::Error)]

@@ -6,12 +6,11 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::helper::DLLHOST;
+use super::names::DLLHOST;
 use super::protocol::{encode_operations, encoded_len, Answer, Carried, FromHost, Query, Start};
 use super::transport::spin_until_readable;
 use super::{known, sys};
 use crate::dump::run_dll_raw;
-use crate::options::DumpOptions;
 use crate::target::{ByteOrder, HeldBytes, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// The helper's side of the socket: a `Target` that asks the front end.
@@ -214,11 +213,7 @@ pub fn host_main() -> i32 {
         };
         remote.rank = start.world_rank;
         remote.known = std::mem::take(&mut start.known).index();
-        let opts = DumpOptions {
-            stats: start.stats,
-            ..DumpOptions::default()
-        };
-        if let Err(e) = dump_once(&mut remote, &start, &opts) {
+        if let Err(e) = dump_once(&mut remote, &start) {
             eprintln!("{DLLHOST}: cannot send the result: {e}");
             return 1;
         }
@@ -239,8 +234,8 @@ fn open_region(received: std::io::Result<Option<OwnedFd>>, len: u64) -> Result<s
 }
 
 /// Runs the library once and sends the result.
-fn dump_once(remote: &mut Remote, start: &Start, opts: &DumpOptions) -> std::io::Result<()> {
-    let (result, raw) = run_dll_raw(remote, &start.dll, start.source, opts, start.world_rank);
+fn dump_once(remote: &mut Remote, start: &Start) -> std::io::Result<()> {
+    let (result, raw) = run_dll_raw(remote, &start.dll, start.source, &start.opts, start.world_rank);
     let len = encoded_len(&raw);
     let mut inline = Vec::new();
     let operations = match &remote.shared {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::known;
 use crate::dump::{Attempt, RawOperations};
+use crate::options::DumpOptions;
 use crate::snapshot::model::{DllSource, ProcessSnapshot};
 use crate::target::{ProcessDescription, TargetError, TypeSizes};
 
@@ -19,7 +20,8 @@ pub(super) struct Start {
     pub(super) process: ProcessDescription,
     pub(super) big_endian: bool,
     pub(super) world_rank: Option<i32>,
-    pub(super) stats: bool,
+    /// The dump's options, whole: the helper runs the dump with them.
+    pub(super) opts: DumpOptions,
     /// Lookups answered before the start ([`known`]).
     #[serde(default)]
     pub(super) known: known::Known,
