@@ -7,10 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::names::DLLHOST;
-use super::protocol::{encode_operations, encoded_len, Answer, Carried, FromHost, Query, Start};
+use super::protocol::{encode_operations, encoded_len, Carried, FromHost, Reply, Start};
 use super::transport::spin_until_readable;
 use super::{known, sys};
 use crate::dump::run_dll_raw;
+use crate::target::question::{Answer, Question};
 use crate::target::{ByteOrder, HeldBytes, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// The helper's side of the socket: a `Target` that asks the front end.
@@ -30,7 +31,8 @@ struct Remote {
 }
 
 impl Remote {
-    fn ask(&mut self, q: Query) -> Result<Answer, TargetError> {
+    /// One round trip: the question to the front end, its reply back.
+    fn ask(&mut self, q: Question) -> Result<Reply, TargetError> {
         let gone = |e: String| TargetError::Host(format!("the debugger side of mpiq went away: {e}"));
         let mut msg = serde_json::to_vec(&FromHost::Query(q)).map_err(|e| gone(e.to_string()))?;
         msg.push(b'\n');
@@ -49,10 +51,14 @@ impl Remote {
         }
     }
 
-    fn value(&mut self, q: Query) -> Result<Option<u64>, TargetError> {
+    /// The answer to a lookup: from the answers sent ahead, else asked.
+    fn lookup(&mut self, q: Question) -> Result<Answer, TargetError> {
+        if let Some(a) = self.known.answers.get(&q) {
+            return Ok(a.clone());
+        }
         match self.ask(q)? {
-            Answer::Value(v) => Ok(v),
-            Answer::Failed(e) => Err(e),
+            Reply::Answer(a) => Ok(a),
+            Reply::Failed(e) => Err(e),
             other => Err(TargetError::Host(format!("unexpected answer {other:?}"))),
         }
     }
@@ -63,21 +69,21 @@ impl Target for Remote {
         self.process.clone()
     }
     fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-        match self.ask(Query::Read {
+        match self.ask(Question::Read {
             addr,
             len: buf.len() as u64,
         })? {
-            Answer::Bytes(n) if n == buf.len() as u64 => self
+            Reply::Bytes(n) if n == buf.len() as u64 => self
                 .reader
                 .read_exact(buf)
                 .map_err(|e| TargetError::Host(format!("the debugger side of mpiq went away: {e}"))),
-            Answer::Shared { at, len } if len == buf.len() as u64 => match &self.shared {
+            Reply::Shared { at, len } if len == buf.len() as u64 => match &self.shared {
                 Some(view) if usize::try_from(at).is_ok_and(|at| view.copy_to(at, buf)) => Ok(()),
                 _ => Err(TargetError::Host(
                     "a read answered in a region this helper cannot see".into(),
                 )),
             },
-            Answer::Failed(e) => Err(e),
+            Reply::Failed(e) => Err(e),
             other => Err(TargetError::Host(format!("unexpected answer to a read: {other:?}"))),
         }
     }
@@ -94,47 +100,26 @@ impl Target for Remote {
         Some(held)
     }
     fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        if let Some(&v) = self.known.symbols.get(name) {
-            return Ok(v);
-        }
-        self.value(Query::Symbol(name.into()))
+        self.lookup(Question::Symbol(name.into()))?.value()
     }
     fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        if let Some(&v) = self.known.functions.get(name) {
-            return Ok(v);
-        }
-        self.value(Query::Function(name.into()))
+        self.lookup(Question::Function(name.into()))?.value()
     }
     fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
-        if let Some(&v) = self.known.types.get(name) {
-            return Ok(v.map(TypeId));
-        }
-        Ok(self.value(Query::Type(name.into()))?.map(TypeId))
+        Ok(self.lookup(Question::Type(name.into()))?.value()?.map(TypeId))
     }
     fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
-        if let Some(&v) = self.known.fields.get(&(ty.0, field.to_string())) {
-            return Ok(v);
-        }
-        self.value(Query::Field {
-            ty: ty.0,
+        self.lookup(Question::Field {
+            ty,
             field: field.into(),
-        })
+        })?
+        .value()
     }
     fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
-        if let Some(&v) = self.known.sizes.get(&ty.0) {
-            return Ok(v);
-        }
-        self.value(Query::Size(ty.0))
+        self.lookup(Question::Size(ty))?.value()
     }
     fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-        if let Some(s) = self.known.type_sizes {
-            return Ok(s);
-        }
-        match self.ask(Query::TypeSizes)? {
-            Answer::Sizes(s) => Ok(s),
-            Answer::Failed(e) => Err(e),
-            other => Err(TargetError::Host(format!("unexpected answer {other:?}"))),
-        }
+        self.lookup(Question::TypeSizes)?.sizes()
     }
     fn byte_order(&mut self) -> ByteOrder {
         self.order

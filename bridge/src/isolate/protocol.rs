@@ -10,7 +10,8 @@ use super::known;
 use crate::dump::{Attempt, RawOperations};
 use crate::options::DumpOptions;
 use crate::snapshot::model::{DllSource, ProcessSnapshot};
-use crate::target::{ProcessDescription, TargetError, TypeSizes};
+use crate::target::question::{Answer, Question};
+use crate::target::{ProcessDescription, TargetError};
 
 /// What the front end tells the helper first.
 #[derive(Debug, Serialize, Deserialize)]
@@ -30,37 +31,26 @@ pub(super) struct Start {
     pub(super) shared: Option<u64>,
 }
 
-/// A question from the helper.
+/// The front end's reply to a question from the helper.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) enum Query {
-    Read { addr: u64, len: u64 },
-    Symbol(String),
-    Function(String),
-    Type(String),
-    Field { ty: u64, field: String },
-    Size(u64),
-    TypeSizes,
-}
-
-/// The front end's answer.
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) enum Answer {
-    /// This many bytes follow the line, raw.
+pub(super) enum Reply {
+    /// The bytes of a read: this many follow the line, raw.
     Bytes(u64),
-    /// The bytes are in the shared region, at this offset.
+    /// The bytes of a read are in the shared region, at this offset.
     Shared {
         at: u64,
         len: u64,
     },
-    Value(Option<u64>),
-    Sizes(TypeSizes),
+    /// The answer to a lookup.
+    Answer(Answer),
     Failed(TargetError),
 }
 
 /// A message from the helper.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum FromHost {
-    Query(Query),
+    /// A question, types by the host's ids.
+    Query(Question),
     /// The result, without its operations: their records
     /// ([`encode_operations`]) are in the shared region or follow the line.
     Done {
