@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::error::{Ending, IsolateError};
+use super::error::{Ending, IsolateError, ProtocolError};
 use super::helper::Helper;
 use super::protocol::{decode_operations, Carried, FromHost, Reply, Start};
 use super::transport::{send, send_with, LineReader, ReadLine};
@@ -163,7 +163,7 @@ pub fn run(
                                 target,
                                 IsolateError::Protocol {
                                     what: "a message",
-                                    why: e.to_string(),
+                                    why: e.into(),
                                 },
                             ));
                             break;
@@ -230,24 +230,24 @@ fn receive_operations(
     result: &mut Result<ProcessSnapshot, Attempt>,
     carried: Carried,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), ProtocolError> {
     let inline;
     let bytes: &[u8] = match carried {
         Carried::Region(n) => {
-            let n = usize::try_from(n).map_err(|e| e.to_string())?;
+            let n = usize::try_from(n)?;
             match region.and_then(|r| r.slice(n)) {
                 Some(b) => b,
-                None => return Err(format!("{n} bytes of operations in a region mpiq has not got")),
+                None => return Err(ProtocolError::NoRegion(n)),
             }
         }
         Carried::Inline(n) => {
-            inline = reader.raw(usize::try_from(n).map_err(|e| e.to_string())?, timeout)?;
+            inline = reader.raw(usize::try_from(n)?, timeout)?;
             &inline
         }
     };
     if let Ok(snap) = result {
         let raw = decode_operations(bytes, snap.communicators.len())?;
-        convert_operations(snap, &raw).map_err(|e| e.to_string())?;
+        convert_operations(snap, &raw)?;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::error::RegionError;
 use super::names::DLLHOST;
 use super::protocol::{encode_operations, encoded_len, Carried, FromHost, Reply, Start};
 use super::transport::spin_until_readable;
@@ -207,14 +208,14 @@ pub fn host_main() -> i32 {
 }
 
 /// Maps the region the front end sent (`received`), `len` bytes.
-fn open_region(received: std::io::Result<Option<OwnedFd>>, len: u64) -> Result<sys::View, String> {
+fn open_region(received: std::io::Result<Option<OwnedFd>>, len: u64) -> Result<sys::View, RegionError> {
     match received {
         Ok(Some(fd)) => usize::try_from(len)
             .map_err(std::io::Error::other)
             .and_then(|len| sys::View::open(fd, len))
-            .map_err(|e| format!("cannot map the shared region: {e}")),
-        Ok(None) => Err("the shared region did not arrive".into()),
-        Err(e) => Err(format!("cannot receive the shared region: {e}")),
+            .map_err(RegionError::Map),
+        Ok(None) => Err(RegionError::Missing),
+        Err(e) => Err(RegionError::Receive(e)),
     }
 }
 

@@ -35,7 +35,7 @@ mod sys;
 mod transport;
 
 pub use client::{run, DEFAULT_TIMEOUT};
-pub use error::{Ending, IsolateError};
+pub use error::{Ending, IsolateError, ProtocolError, RegionError};
 pub use helper::dllhost_path;
 pub use host::host_main;
 pub use names::DLLHOST;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::ProtocolError;
 use super::known;
 use crate::dump::{Attempt, RawOperations};
 use crate::options::DumpOptions;
@@ -85,12 +86,12 @@ pub(super) fn encode_operations(raw: &RawOperations, mut out: impl FnMut(&[u8]))
 }
 
 /// Splits what [`encode_operations`] wrote for `comms` communicators.
-pub(super) fn decode_operations(mut bytes: &[u8], comms: usize) -> Result<Vec<[&[u8]; 3]>, String> {
-    let mut next = || -> Result<&[u8], String> {
-        let (len, rest) = bytes.split_first_chunk::<8>().ok_or("the operations end early")?;
-        let len = usize::try_from(u64::from_le_bytes(*len)).map_err(|e| e.to_string())?;
+pub(super) fn decode_operations(mut bytes: &[u8], comms: usize) -> Result<Vec<[&[u8]; 3]>, ProtocolError> {
+    let mut next = || -> Result<&[u8], ProtocolError> {
+        let (len, rest) = bytes.split_first_chunk::<8>().ok_or(ProtocolError::OperationsEnd)?;
+        let len = usize::try_from(u64::from_le_bytes(*len))?;
         if len > rest.len() {
-            return Err(format!("a queue of {len} bytes in {} left", rest.len()));
+            return Err(ProtocolError::QueueTooLong { len, left: rest.len() });
         }
         let (queue, rest) = rest.split_at(len);
         bytes = rest;
