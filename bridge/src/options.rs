@@ -21,10 +21,12 @@
 use std::path::PathBuf;
 use std::sync::LazyLock;
 
+use serde::{Deserialize, Serialize};
+
 use crate::snapshot::model::QueueKind;
 
 /// Output format.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Format {
     /// The human-readable view.
     #[default]
@@ -37,7 +39,9 @@ pub enum Format {
 }
 
 /// Options of a dump, as given to `info mpi-queues`, `mpi queues` or `mpiq`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Serialisable: the helper process (`crate::isolate`) receives them whole
+/// in its start message and runs the dump with them as they are.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DumpOptions {
     /// Output format.
     pub format: Format,

@@ -4,60 +4,50 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::error::{Ending, IsolateError};
+use super::error::{Ending, IsolateError, ProtocolError};
 use super::helper::Helper;
-use super::protocol::{decode_operations, Answer, Carried, FromHost, Query, Start};
+use super::protocol::{decode_operations, Carried, FromHost, Reply, Start};
 use super::transport::{send, send_with, LineReader, ReadLine};
 use super::{known, sys};
 use crate::dump::{convert_operations, Attempt};
 use crate::options::DumpOptions;
 use crate::snapshot::model::{DllInfo, DllSource, ProcessSnapshot};
-use crate::target::{ByteOrder, Target, TargetError, TypeId};
+use crate::target::question::Question;
+use crate::target::{ByteOrder, Target, TargetError};
 
 /// How long the library may be silent by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the library may be silent after an interruption was answered.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(1);
-/// The answer to `q`, and for a read the bytes that follow it; a read goes
+/// The reply to `q`, and for a read the bytes that follow it; a read goes
 /// into the shared region at `read_at`, if there is one.
-fn answer(target: &mut dyn Target, q: &Query, region: Option<&mut sys::Region>, read_at: usize) -> (Answer, Vec<u8>) {
-    let none = |a: Answer| (a, Vec::new());
-    let value = |r: Result<Option<u64>, TargetError>| match r {
-        Ok(v) => Answer::Value(v),
-        Err(e) => Answer::Failed(e),
+fn answer(target: &mut dyn Target, q: &Question, region: Option<&mut sys::Region>, read_at: usize) -> (Reply, Vec<u8>) {
+    let none = |a: Reply| (a, Vec::new());
+    let &Question::Read { addr, len } = q else {
+        return none(match q.ask(target) {
+            Ok(a) => Reply::Answer(a),
+            Err(e) => Reply::Failed(e),
+        });
     };
-    match q {
-        &Query::Read { addr, len } => {
-            let Ok(n) = usize::try_from(len) else {
-                return none(Answer::Failed(TargetError::Host("read too large".into())));
-            };
-            if n > 64 << 20 {
-                return none(Answer::Failed(TargetError::Host(format!("refusing a {n}-byte read"))));
-            }
-            if let Some(into) = region.and_then(|r| r.slice_at(read_at, n)) {
-                return match target.read_memory(addr, into) {
-                    Ok(()) => none(Answer::Shared {
-                        at: read_at as u64,
-                        len,
-                    }),
-                    Err(e) => none(Answer::Failed(e)),
-                };
-            }
-            let mut buf = vec![0u8; n];
-            match target.read_memory(addr, &mut buf) {
-                Ok(()) => (Answer::Bytes(len), buf),
-                Err(e) => none(Answer::Failed(e)),
-            }
-        }
-        Query::Symbol(n) => none(value(target.find_symbol(n))),
-        Query::Function(n) => none(value(target.find_function(n))),
-        Query::Type(n) => none(value(target.find_type(n).map(|t| t.map(|t| t.0)))),
-        Query::Field { ty, field } => none(value(target.field_offset(TypeId(*ty), field))),
-        Query::Size(ty) => none(value(target.size_of(TypeId(*ty)))),
-        Query::TypeSizes => none(match target.type_sizes() {
-            Ok(s) => Answer::Sizes(s),
-            Err(e) => Answer::Failed(e),
-        }),
+    let Ok(n) = usize::try_from(len) else {
+        return none(Reply::Failed(TargetError::Host("read too large".into())));
+    };
+    if n > 64 << 20 {
+        return none(Reply::Failed(TargetError::Host(format!("refusing a {n}-byte read"))));
+    }
+    if let Some(into) = region.and_then(|r| r.slice_at(read_at, n)) {
+        return match target.read_memory(addr, into) {
+            Ok(()) => none(Reply::Shared {
+                at: read_at as u64,
+                len,
+            }),
+            Err(e) => none(Reply::Failed(e)),
+        };
+    }
+    let mut buf = vec![0u8; n];
+    match target.read_memory(addr, &mut buf) {
+        Ok(()) => (Reply::Bytes(len), buf),
+        Err(e) => none(Reply::Failed(e)),
     }
 }
 
@@ -115,7 +105,7 @@ pub fn run(
             process: target.describe(),
             big_endian: target.byte_order() == ByteOrder::Big,
             world_rank: known_rank,
-            stats: opts.stats,
+            opts: opts.clone(),
             known: answered,
             shared: helper.region.as_ref().map(|_| sys::SIZE as u64),
         };
@@ -137,8 +127,15 @@ pub fn run(
                         Ok(FromHost::Query(q)) => {
                             heard = true;
                             let (a, raw) = answer(target, &q, helper.region.as_mut(), read_at);
-                            interrupted |= matches!(a, Answer::Failed(TargetError::Interrupted));
-                            learner.observe(&q, &a);
+                            interrupted |= matches!(a, Reply::Failed(TargetError::Interrupted));
+                            learner.observe(
+                                &q,
+                                match &a {
+                                    Reply::Failed(e) => Err(e),
+                                    Reply::Answer(answer) => Ok(Some(answer)),
+                                    Reply::Bytes(_) | Reply::Shared { .. } => Ok(None),
+                                },
+                            );
                             if send_with(&mut helper.sock, &a, &raw).is_err() {
                                 break;
                             }
@@ -166,7 +163,7 @@ pub fn run(
                                 target,
                                 IsolateError::Protocol {
                                     what: "a message",
-                                    why: e.to_string(),
+                                    why: e.into(),
                                 },
                             ));
                             break;
@@ -233,24 +230,24 @@ fn receive_operations(
     result: &mut Result<ProcessSnapshot, Attempt>,
     carried: Carried,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), ProtocolError> {
     let inline;
     let bytes: &[u8] = match carried {
         Carried::Region(n) => {
-            let n = usize::try_from(n).map_err(|e| e.to_string())?;
+            let n = usize::try_from(n)?;
             match region.and_then(|r| r.slice(n)) {
                 Some(b) => b,
-                None => return Err(format!("{n} bytes of operations in a region mpiq has not got")),
+                None => return Err(ProtocolError::NoRegion(n)),
             }
         }
         Carried::Inline(n) => {
-            inline = reader.raw(usize::try_from(n).map_err(|e| e.to_string())?, timeout)?;
+            inline = reader.raw(usize::try_from(n)?, timeout)?;
             &inline
         }
     };
     if let Ok(snap) = result {
         let raw = decode_operations(bytes, snap.communicators.len())?;
-        convert_operations(snap, &raw).map_err(|e| e.to_string())?;
+        convert_operations(snap, &raw)?;
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::helper::{signal_name, DLLHOST};
+use super::names::{signal_name, DLLHOST};
 
 /// Why a dump in `mpiq-dllhost` gave no result.
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +24,8 @@ pub enum IsolateError {
         /// "a result", "a message".
         what: &'static str,
         /// What is wrong with it.
-        why: String,
+        #[source]
+        why: ProtocolError,
     },
     /// The connection failed.
     #[error("lost contact with {DLLHOST}: {0}")]
@@ -55,6 +56,65 @@ pub enum IsolateError {
         /// How the helper ended.
         how: Ending,
     },
+}
+
+/// What is wrong with what the helper sent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// A line that is not a message.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// A length this machine cannot hold.
+    #[error("{0}")]
+    Length(#[from] std::num::TryFromIntError),
+    /// The records of the operations end before their last queue.
+    #[error("the operations end early")]
+    OperationsEnd,
+    /// A queue longer than the records left.
+    #[error("a queue of {len} bytes in {left} left")]
+    QueueTooLong {
+        /// The queue's length.
+        len: usize,
+        /// The bytes left.
+        left: usize,
+    },
+    /// Operations said to be in a shared region there is none of.
+    #[error("{0} bytes of operations in a region mpiq has not got")]
+    NoRegion(usize),
+    /// The helper closed the connection before the bytes after a line.
+    #[error("it closed the connection")]
+    Closed,
+    /// The bytes after a line did not all come in time.
+    #[error("it sent {got} of {wanted} bytes in time")]
+    Short {
+        /// Bytes that came.
+        got: usize,
+        /// Bytes that should have.
+        wanted: usize,
+    },
+    /// Reading the socket failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The records are not operations.
+    #[error("{0}")]
+    Convert(#[from] crate::dump::ConvertError),
+}
+
+/// Why the helper could not use the region the front end shares with it
+/// (the helper prints it and exits).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegionError {
+    /// It could not be mapped.
+    #[error("cannot map the shared region: {0}")]
+    Map(std::io::Error),
+    /// The start message names one, but none came.
+    #[error("the shared region did not arrive")]
+    Missing,
+    /// Its descriptor could not be received.
+    #[error("cannot receive the shared region: {0}")]
+    Receive(std::io::Error),
 }
 
 /// How a helper process ended.

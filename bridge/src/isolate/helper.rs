@@ -8,11 +8,10 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
 use super::error::IsolateError;
+use super::names::DLLHOST;
 use super::sys;
 use super::transport::LineReader;
 
-/// The helper's file name.
-pub const DLLHOST: &str = "mpiq-dllhost";
 /// Where `mpiq-dllhost` is: `$MPIQ_DLLHOST`, else next to the executable or
 /// shared library this code is in (or one directory up, for test binaries
 /// in `target/*/deps`).
@@ -26,18 +25,6 @@ pub fn dllhost_path() -> Option<PathBuf> {
     [dir.join(DLLHOST), dir.parent()?.join(DLLHOST)]
         .into_iter()
         .find(|p| p.is_file())
-}
-
-pub(super) fn signal_name(sig: i32) -> String {
-    match sig {
-        libc::SIGSEGV => "SIGSEGV, a segmentation fault".into(),
-        libc::SIGABRT => "SIGABRT, it called abort()".into(),
-        libc::SIGBUS => "SIGBUS".into(),
-        libc::SIGFPE => "SIGFPE".into(),
-        libc::SIGILL => "SIGILL".into(),
-        libc::SIGKILL => "SIGKILL".into(),
-        other => format!("signal {other}"),
-    }
 }
 
 /// A running helper: its process, this process's end of its socket, and

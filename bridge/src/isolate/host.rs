@@ -6,12 +6,13 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::helper::DLLHOST;
-use super::protocol::{encode_operations, encoded_len, Answer, Carried, FromHost, Query, Start};
+use super::error::RegionError;
+use super::names::DLLHOST;
+use super::protocol::{encode_operations, encoded_len, Carried, FromHost, Reply, Start};
 use super::transport::spin_until_readable;
 use super::{known, sys};
 use crate::dump::run_dll_raw;
-use crate::options::DumpOptions;
+use crate::target::question::{Answer, Question};
 use crate::target::{ByteOrder, HeldBytes, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// The helper's side of the socket: a `Target` that asks the front end.
@@ -31,7 +32,8 @@ struct Remote {
 }
 
 impl Remote {
-    fn ask(&mut self, q: Query) -> Result<Answer, TargetError> {
+    /// One round trip: the question to the front end, its reply back.
+    fn ask(&mut self, q: Question) -> Result<Reply, TargetError> {
         let gone = |e: String| TargetError::Host(format!("the debugger side of mpiq went away: {e}"));
         let mut msg = serde_json::to_vec(&FromHost::Query(q)).map_err(|e| gone(e.to_string()))?;
         msg.push(b'\n');
@@ -50,10 +52,14 @@ impl Remote {
         }
     }
 
-    fn value(&mut self, q: Query) -> Result<Option<u64>, TargetError> {
+    /// The answer to a lookup: from the answers sent ahead, else asked.
+    fn lookup(&mut self, q: Question) -> Result<Answer, TargetError> {
+        if let Some(a) = self.known.answers.get(&q) {
+            return Ok(a.clone());
+        }
         match self.ask(q)? {
-            Answer::Value(v) => Ok(v),
-            Answer::Failed(e) => Err(e),
+            Reply::Answer(a) => Ok(a),
+            Reply::Failed(e) => Err(e),
             other => Err(TargetError::Host(format!("unexpected answer {other:?}"))),
         }
     }
@@ -64,21 +70,21 @@ impl Target for Remote {
         self.process.clone()
     }
     fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-        match self.ask(Query::Read {
+        match self.ask(Question::Read {
             addr,
             len: buf.len() as u64,
         })? {
-            Answer::Bytes(n) if n == buf.len() as u64 => self
+            Reply::Bytes(n) if n == buf.len() as u64 => self
                 .reader
                 .read_exact(buf)
                 .map_err(|e| TargetError::Host(format!("the debugger side of mpiq went away: {e}"))),
-            Answer::Shared { at, len } if len == buf.len() as u64 => match &self.shared {
+            Reply::Shared { at, len } if len == buf.len() as u64 => match &self.shared {
                 Some(view) if usize::try_from(at).is_ok_and(|at| view.copy_to(at, buf)) => Ok(()),
                 _ => Err(TargetError::Host(
                     "a read answered in a region this helper cannot see".into(),
                 )),
             },
-            Answer::Failed(e) => Err(e),
+            Reply::Failed(e) => Err(e),
             other => Err(TargetError::Host(format!("unexpected answer to a read: {other:?}"))),
         }
     }
@@ -95,47 +101,26 @@ impl Target for Remote {
         Some(held)
     }
     fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        if let Some(&v) = self.known.symbols.get(name) {
-            return Ok(v);
-        }
-        self.value(Query::Symbol(name.into()))
+        self.lookup(Question::Symbol(name.into()))?.value()
     }
     fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        if let Some(&v) = self.known.functions.get(name) {
-            return Ok(v);
-        }
-        self.value(Query::Function(name.into()))
+        self.lookup(Question::Function(name.into()))?.value()
     }
     fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
-        if let Some(&v) = self.known.types.get(name) {
-            return Ok(v.map(TypeId));
-        }
-        Ok(self.value(Query::Type(name.into()))?.map(TypeId))
+        Ok(self.lookup(Question::Type(name.into()))?.value()?.map(TypeId))
     }
     fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
-        if let Some(&v) = self.known.fields.get(&(ty.0, field.to_string())) {
-            return Ok(v);
-        }
-        self.value(Query::Field {
-            ty: ty.0,
+        self.lookup(Question::Field {
+            ty,
             field: field.into(),
-        })
+        })?
+        .value()
     }
     fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
-        if let Some(&v) = self.known.sizes.get(&ty.0) {
-            return Ok(v);
-        }
-        self.value(Query::Size(ty.0))
+        self.lookup(Question::Size(ty))?.value()
     }
     fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-        if let Some(s) = self.known.type_sizes {
-            return Ok(s);
-        }
-        match self.ask(Query::TypeSizes)? {
-            Answer::Sizes(s) => Ok(s),
-            Answer::Failed(e) => Err(e),
-            other => Err(TargetError::Host(format!("unexpected answer {other:?}"))),
-        }
+        self.lookup(Question::TypeSizes)?.sizes()
     }
     fn byte_order(&mut self) -> ByteOrder {
         self.order
@@ -214,11 +199,7 @@ pub fn host_main() -> i32 {
         };
         remote.rank = start.world_rank;
         remote.known = std::mem::take(&mut start.known).index();
-        let opts = DumpOptions {
-            stats: start.stats,
-            ..DumpOptions::default()
-        };
-        if let Err(e) = dump_once(&mut remote, &start, &opts) {
+        if let Err(e) = dump_once(&mut remote, &start) {
             eprintln!("{DLLHOST}: cannot send the result: {e}");
             return 1;
         }
@@ -227,20 +208,20 @@ pub fn host_main() -> i32 {
 }
 
 /// Maps the region the front end sent (`received`), `len` bytes.
-fn open_region(received: std::io::Result<Option<OwnedFd>>, len: u64) -> Result<sys::View, String> {
+fn open_region(received: std::io::Result<Option<OwnedFd>>, len: u64) -> Result<sys::View, RegionError> {
     match received {
         Ok(Some(fd)) => usize::try_from(len)
             .map_err(std::io::Error::other)
             .and_then(|len| sys::View::open(fd, len))
-            .map_err(|e| format!("cannot map the shared region: {e}")),
-        Ok(None) => Err("the shared region did not arrive".into()),
-        Err(e) => Err(format!("cannot receive the shared region: {e}")),
+            .map_err(RegionError::Map),
+        Ok(None) => Err(RegionError::Missing),
+        Err(e) => Err(RegionError::Receive(e)),
     }
 }
 
 /// Runs the library once and sends the result.
-fn dump_once(remote: &mut Remote, start: &Start, opts: &DumpOptions) -> std::io::Result<()> {
-    let (result, raw) = run_dll_raw(remote, &start.dll, start.source, opts, start.world_rank);
+fn dump_once(remote: &mut Remote, start: &Start) -> std::io::Result<()> {
+    let (result, raw) = run_dll_raw(remote, &start.dll, start.source, &start.opts, start.world_rank);
     let len = encoded_len(&raw);
     let mut inline = Vec::new();
     let operations = match &remote.shared {

@@ -22,40 +22,26 @@ use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use super::protocol::{Answer, Query};
 use super::sys;
 use crate::dump::readahead::{self, ProcessKey, Room};
-use crate::target::{Target, TargetError, TypeId, TypeSizes};
-
-/// A lookup, with types by name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Question {
-    Symbol(String),
-    Function(String),
-    Type(String),
-    Field(String, String),
-    Size(String),
-    TypeSizes,
-}
+use crate::target::question::{Answer, Question};
+use crate::target::{Target, TargetError, TypeId};
 
 /// Most questions remembered per library (the libraries ask about 150).
 const MAX_QUESTIONS: usize = 2_000;
 
 /// Questions asked per library path, in the order first asked.
-fn learned() -> &'static Mutex<HashMap<PathBuf, Vec<Question>>> {
-    static LEARNED: OnceLock<Mutex<HashMap<PathBuf, Vec<Question>>>> = OnceLock::new();
+fn learned() -> &'static Mutex<HashMap<PathBuf, Vec<Question<String>>>> {
+    static LEARNED: OnceLock<Mutex<HashMap<PathBuf, Vec<Question<String>>>>> = OnceLock::new();
     LEARNED.get_or_init(Default::default)
 }
 
 /// Answers computed before the helper starts (part of the start message).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(super) struct Known {
-    symbols: Vec<(String, Option<u64>)>,
-    functions: Vec<(String, Option<u64>)>,
-    types: Vec<(String, Option<u64>)>,
-    fields: Vec<(u64, String, Option<u64>)>,
-    sizes: Vec<(u64, Option<u64>)>,
-    type_sizes: Option<TypeSizes>,
+    /// The questions, types by this dump's host ids (as the helper asks
+    /// them), and the target's answers.
+    answers: Vec<(Question, Answer)>,
     /// Blocks read ahead: address, length, offset in the shared region.
     #[serde(default)]
     prefetched: Vec<(u64, u64, u64)>,
@@ -66,8 +52,8 @@ pub(super) struct Learner {
     dll: PathBuf,
     process: ProcessKey,
     /// Type id -> the name it was found by, this dump.
-    names: HashMap<u64, String>,
-    asked: Vec<Question>,
+    names: HashMap<TypeId, String>,
+    asked: Vec<Question<String>>,
     /// Blocks the helper asked for, or took from the region.
     reads: Vec<(u64, u64)>,
 }
@@ -110,40 +96,19 @@ impl Known {
             asked: Vec::new(),
             reads: Vec::new(),
         };
-        let mut ids: HashMap<String, u64> = HashMap::new();
+        let mut ids: HashMap<String, TypeId> = HashMap::new();
         for q in questions {
             let r: Result<(), TargetError> = (|| {
-                match q {
-                    Question::Symbol(n) => {
-                        let v = target.find_symbol(&n)?;
-                        known.symbols.push((n, v));
-                    }
-                    Question::Function(n) => {
-                        let v = target.find_function(&n)?;
-                        known.functions.push((n, v));
-                    }
-                    Question::Type(n) => {
-                        let v = target.find_type(&n)?.map(|t| t.0);
-                        if let Some(id) = v {
-                            ids.insert(n.clone(), id);
-                            learner.names.entry(id).or_insert_with(|| n.clone());
-                        }
-                        known.types.push((n, v));
-                    }
-                    Question::Field(t, f) => {
-                        if let Some(&id) = ids.get(&t) {
-                            let v = target.field_offset(TypeId(id), &f)?;
-                            known.fields.push((id, f, v));
-                        }
-                    }
-                    Question::Size(t) => {
-                        if let Some(&id) = ids.get(&t) {
-                            let v = target.size_of(TypeId(id))?;
-                            known.sizes.push((id, v));
-                        }
-                    }
-                    Question::TypeSizes => known.type_sizes = Some(target.type_sizes()?),
+                // A field or size of a type not found this time: left to the helper.
+                let Some(q) = q.with_types(|name| Ok::<_, TargetError>(ids.get(&name).copied()))? else {
+                    return Ok(());
+                };
+                let a = q.ask(target)?;
+                if let (Question::Type(n), Answer::Value(Some(id))) = (&q, &a) {
+                    ids.insert(n.clone(), TypeId(*id));
+                    learner.names.entry(TypeId(*id)).or_insert_with(|| n.clone());
                 }
+                known.answers.push((q, a));
                 Ok(())
             })();
             if let Err(TargetError::Interrupted) = r {
@@ -183,43 +148,35 @@ impl Known {
     /// The answers, indexed for the helper.
     pub(super) fn index(self) -> KnownIndex {
         KnownIndex {
-            symbols: self.symbols.into_iter().collect(),
-            functions: self.functions.into_iter().collect(),
-            types: self.types.into_iter().collect(),
-            fields: self.fields.into_iter().map(|(t, f, v)| ((t, f), v)).collect(),
-            sizes: self.sizes.into_iter().collect(),
-            type_sizes: self.type_sizes,
+            answers: self.answers.into_iter().collect(),
             prefetched: self.prefetched.into_iter().map(|(a, l, at)| ((a, l), at)).collect(),
         }
     }
 }
 
 impl Learner {
-    /// Notes a question the helper asked and the answer it got.
-    pub(super) fn observe(&mut self, q: &Query, a: &Answer) {
-        let name = |names: &HashMap<u64, String>, ty: &u64| names.get(ty).cloned();
-        let question = match q {
-            Query::Read { addr, len } => {
-                if !matches!(a, Answer::Failed(_)) {
-                    self.reads.push((*addr, *len));
-                }
-                None
-            }
-            Query::Symbol(n) => Some(Question::Symbol(n.clone())),
-            Query::Function(n) => Some(Question::Function(n.clone())),
-            Query::Type(n) => {
-                if let Answer::Value(Some(id)) = a {
-                    self.names.entry(*id).or_insert_with(|| n.clone());
-                }
-                Some(Question::Type(n.clone()))
-            }
-            Query::Field { ty, field } => name(&self.names, ty).map(|t| Question::Field(t, field.clone())),
-            Query::Size(ty) => name(&self.names, ty).map(Question::Size),
-            Query::TypeSizes => Some(Question::TypeSizes),
-        };
+    /// Notes a question the helper asked and what the target said: its
+    /// answer, `Ok(None)` for a read answered (its bytes went to the
+    /// helper), or the target's failure.
+    pub(super) fn observe(&mut self, q: &Question, answer: Result<Option<&Answer>, &TargetError>) {
         // Only questions the target answered: a failure is asked again next
         // time by the helper itself.
-        if let (Some(q), false) = (question, matches!(a, Answer::Failed(_))) {
+        let Ok(answer) = answer else { return };
+        match (q, answer) {
+            (&Question::Read { addr, len }, _) => {
+                self.reads.push((addr, len));
+                return;
+            }
+            (Question::Type(n), Some(Answer::Value(Some(id)))) => {
+                self.names.entry(TypeId(*id)).or_insert_with(|| n.clone());
+            }
+            _ => {}
+        }
+        let names = &self.names;
+        if let Ok(Some(q)) = q
+            .clone()
+            .with_types(|ty| Ok::<_, std::convert::Infallible>(names.get(&ty).cloned()))
+        {
             self.asked.push(q);
         }
     }
@@ -254,12 +211,8 @@ impl Room for sys::Region {
 /// [`Known`] on the helper's side.
 #[derive(Default)]
 pub(super) struct KnownIndex {
-    pub symbols: HashMap<String, Option<u64>>,
-    pub functions: HashMap<String, Option<u64>>,
-    pub types: HashMap<String, Option<u64>>,
-    pub fields: HashMap<(u64, String), Option<u64>>,
-    pub sizes: HashMap<u64, Option<u64>>,
-    pub type_sizes: Option<TypeSizes>,
+    /// The answers, by question (types by this dump's host ids).
+    pub answers: HashMap<Question, Answer>,
     /// (address, length) -> offset in the shared region.
     pub prefetched: HashMap<(u64, u64), u64>,
 }
@@ -268,6 +221,7 @@ pub(super) struct KnownIndex {
 mod tests {
     use super::*;
 
+    use crate::target::TypeSizes;
     use crate::testkit::Lookups;
 
     #[test]
@@ -276,29 +230,28 @@ mod tests {
         let mut first = Lookups::new(4);
         let (known, mut learner) = Known::prepare(&mut first, dll, None);
         assert_eq!(first.asked, 0, "nothing learned yet");
-        assert!(known.types.is_empty());
+        assert!(known.answers.is_empty());
         // What the helper asked during the first dump, and the answers.
-        let dialogue = [
-            (Query::Symbol("a".into()), Answer::Value(Some(0x10))),
+        let failed = TargetError::Host("x".into());
+        let value = |v: Option<u64>| Answer::Value(v);
+        let dialogue: [(Question, Result<Option<Answer>, &TargetError>); 8] = [
+            (Question::Symbol("a".into()), Ok(Some(value(Some(0x10))))),
+            (Question::Symbol("gone".into()), Err(&failed)),
+            (Question::Type("T".into()), Ok(Some(value(Some(4))))),
+            (Question::Type("U".into()), Ok(Some(value(None)))),
             (
-                Query::Symbol("gone".into()),
-                Answer::Failed(TargetError::Host("x".into())),
-            ),
-            (Query::Type("T".into()), Answer::Value(Some(4))),
-            (Query::Type("U".into()), Answer::Value(None)),
-            (
-                Query::Field {
-                    ty: 4,
+                Question::Field {
+                    ty: TypeId(4),
                     field: "x".into(),
                 },
-                Answer::Value(Some(8)),
+                Ok(Some(value(Some(8)))),
             ),
-            (Query::Size(4), Answer::Value(Some(24))),
-            (Query::TypeSizes, Answer::Sizes(TypeSizes::LP64)),
-            (Query::Read { addr: 0, len: 8 }, Answer::Bytes(8)),
+            (Question::Size(TypeId(4)), Ok(Some(value(Some(24))))),
+            (Question::TypeSizes, Ok(Some(Answer::Sizes(TypeSizes::LP64)))),
+            (Question::Read { addr: 0, len: 8 }, Ok(None)),
         ];
         for (q, a) in &dialogue {
-            learner.observe(q, a);
+            learner.observe(q, a.as_ref().map(Option::as_ref).map_err(|e| *e));
         }
         learner.remember();
         // The next dump: "T" now has another id; the answers follow it.
@@ -310,19 +263,24 @@ mod tests {
             "a, T, U, T.x, sizeof T, type sizes; not the failed one"
         );
         let index = known.index();
-        assert_eq!(index.symbols.get("a"), Some(&Some(0x10)));
+        let get = |q: Question| index.answers.get(&q).cloned();
+        assert_eq!(get(Question::Symbol("a".into())), Some(value(Some(0x10))));
         assert!(
-            !index.symbols.contains_key("gone"),
+            get(Question::Symbol("gone".into())).is_none(),
             "a failure is asked again by the helper"
         );
-        assert_eq!(index.types.get("T"), Some(&Some(9)));
-        assert_eq!(index.types.get("U"), Some(&None));
-        assert_eq!(index.fields.get(&(9, "x".to_string())), Some(&Some(8)));
-        assert_eq!(index.sizes.get(&9), Some(&Some(24)));
-        assert_eq!(index.type_sizes, Some(TypeSizes::LP64));
+        assert_eq!(get(Question::Type("T".into())), Some(value(Some(9))));
+        assert_eq!(get(Question::Type("U".into())), Some(value(None)));
+        let field = Question::Field {
+            ty: TypeId(9),
+            field: "x".into(),
+        };
+        assert_eq!(get(field), Some(value(Some(8))));
+        assert_eq!(get(Question::Size(TypeId(9))), Some(value(Some(24))));
+        assert_eq!(get(Question::TypeSizes), Some(Answer::Sizes(TypeSizes::LP64)));
         // Another library learns nothing from this one.
         let (known, _) = Known::prepare(&mut second, Path::new("/test/known/other.so"), None);
-        assert!(known.index().types.is_empty());
+        assert!(known.index().answers.is_empty());
     }
 
     /// The blocks one dump read are read again, fresh, into the region
@@ -340,11 +298,11 @@ mod tests {
         let (known, mut learner) = Known::prepare(&mut mem, dll, Some(&mut region));
         assert_eq!((mem.reads, known.prefetched_end()), (0, 0), "nothing learned yet");
         for addr in [0x1000, 0xdead000, 0x3000] {
-            learner.observe(&Query::Read { addr, len: 256 }, &Answer::Shared { at: 0, len: 256 });
+            learner.observe(&Question::Read { addr, len: 256 }, Ok(None));
         }
         learner.observe(
-            &Query::Read { addr: 0x9000, len: 16 },
-            &Answer::Failed(TargetError::Host("x".into())),
+            &Question::Read { addr: 0x9000, len: 16 },
+            Err(&TargetError::Host("x".into())),
         );
         learner.took_prefetched(&[(0x5000, 64)]);
         learner.remember();

@@ -20,7 +20,8 @@
 //! Modules: `protocol` (the messages), `transport` (lines with deadlines
 //! over the socket), `helper` (finding, starting and keeping the helper),
 //! `client` (the front end's side of a dump), `host` (the helper's side),
-//! `known` (answers and blocks sent ahead), `sys` (every libc call: the
+//! `known` (answers and blocks sent ahead), `names` (the helper's name and
+//! signal names, for messages), `sys` (every libc call: the
 //! shared region, descriptor passing, polling, process set-up).
 
 mod client;
@@ -28,11 +29,13 @@ mod error;
 mod helper;
 mod host;
 mod known;
+mod names;
 mod protocol;
 mod sys;
 mod transport;
 
 pub use client::{run, DEFAULT_TIMEOUT};
-pub use error::{Ending, IsolateError};
-pub use helper::{dllhost_path, DLLHOST};
+pub use error::{Ending, IsolateError, ProtocolError, RegionError};
+pub use helper::dllhost_path;
 pub use host::host_main;
+pub use names::DLLHOST;

@@ -6,10 +6,13 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::error::ProtocolError;
 use super::known;
 use crate::dump::{Attempt, RawOperations};
+use crate::options::DumpOptions;
 use crate::snapshot::model::{DllSource, ProcessSnapshot};
-use crate::target::{ProcessDescription, TargetError, TypeSizes};
+use crate::target::question::{Answer, Question};
+use crate::target::{ProcessDescription, TargetError};
 
 /// What the front end tells the helper first.
 #[derive(Debug, Serialize, Deserialize)]
@@ -19,7 +22,8 @@ pub(super) struct Start {
     pub(super) process: ProcessDescription,
     pub(super) big_endian: bool,
     pub(super) world_rank: Option<i32>,
-    pub(super) stats: bool,
+    /// The dump's options, whole: the helper runs the dump with them.
+    pub(super) opts: DumpOptions,
     /// Lookups answered before the start ([`known`]).
     #[serde(default)]
     pub(super) known: known::Known,
@@ -28,37 +32,26 @@ pub(super) struct Start {
     pub(super) shared: Option<u64>,
 }
 
-/// A question from the helper.
+/// The front end's reply to a question from the helper.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) enum Query {
-    Read { addr: u64, len: u64 },
-    Symbol(String),
-    Function(String),
-    Type(String),
-    Field { ty: u64, field: String },
-    Size(u64),
-    TypeSizes,
-}
-
-/// The front end's answer.
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) enum Answer {
-    /// This many bytes follow the line, raw.
+pub(super) enum Reply {
+    /// The bytes of a read: this many follow the line, raw.
     Bytes(u64),
-    /// The bytes are in the shared region, at this offset.
+    /// The bytes of a read are in the shared region, at this offset.
     Shared {
         at: u64,
         len: u64,
     },
-    Value(Option<u64>),
-    Sizes(TypeSizes),
+    /// The answer to a lookup.
+    Answer(Answer),
     Failed(TargetError),
 }
 
 /// A message from the helper.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) enum FromHost {
-    Query(Query),
+    /// A question, types by the host's ids.
+    Query(Question),
     /// The result, without its operations: their records
     /// ([`encode_operations`]) are in the shared region or follow the line.
     Done {
@@ -93,12 +86,12 @@ pub(super) fn encode_operations(raw: &RawOperations, mut out: impl FnMut(&[u8]))
 }
 
 /// Splits what [`encode_operations`] wrote for `comms` communicators.
-pub(super) fn decode_operations(mut bytes: &[u8], comms: usize) -> Result<Vec<[&[u8]; 3]>, String> {
-    let mut next = || -> Result<&[u8], String> {
-        let (len, rest) = bytes.split_first_chunk::<8>().ok_or("the operations end early")?;
-        let len = usize::try_from(u64::from_le_bytes(*len)).map_err(|e| e.to_string())?;
+pub(super) fn decode_operations(mut bytes: &[u8], comms: usize) -> Result<Vec<[&[u8]; 3]>, ProtocolError> {
+    let mut next = || -> Result<&[u8], ProtocolError> {
+        let (len, rest) = bytes.split_first_chunk::<8>().ok_or(ProtocolError::OperationsEnd)?;
+        let len = usize::try_from(u64::from_le_bytes(*len))?;
         if len > rest.len() {
-            return Err(format!("a queue of {len} bytes in {} left", rest.len()));
+            return Err(ProtocolError::QueueTooLong { len, left: rest.len() });
         }
         let (queue, rest) = rest.split_at(len);
         bytes = rest;

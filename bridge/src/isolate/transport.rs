@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::error::ProtocolError;
 use super::sys;
 
 /// How long each side polls for the other's next message (yielding the CPU
@@ -121,14 +122,19 @@ impl LineReader {
     }
 
     /// Exactly `n` raw bytes (what follows a line), within `timeout`.
-    pub(super) fn raw(&mut self, n: usize, timeout: Duration) -> Result<Vec<u8>, String> {
+    pub(super) fn raw(&mut self, n: usize, timeout: Duration) -> Result<Vec<u8>, ProtocolError> {
         let deadline = Instant::now() + timeout;
         while self.buf.len() < n {
             match self.fill(deadline) {
                 Fill::Data => {}
-                Fill::Eof => return Err("it closed the connection".into()),
-                Fill::TimedOut => return Err(format!("it sent {} of {n} bytes in time", self.buf.len())),
-                Fill::Failed(e) => return Err(e.to_string()),
+                Fill::Eof => return Err(ProtocolError::Closed),
+                Fill::TimedOut => {
+                    return Err(ProtocolError::Short {
+                        got: self.buf.len(),
+                        wanted: n,
+                    })
+                }
+                Fill::Failed(e) => return Err(ProtocolError::Io(e)),
             }
         }
         let rest = self.buf.split_off(n);

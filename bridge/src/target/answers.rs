@@ -21,22 +21,15 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use super::question::{Answer, Question};
 use super::{ByteOrder, HeldBytes, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// How many targets' answers are kept (the most recently used).
 pub const KEPT_TARGETS: usize = 16;
 
-/// The answers about one target, by name.
-#[derive(Debug, Default)]
-struct Answers {
-    symbols: HashMap<String, Option<u64>>,
-    functions: HashMap<String, Option<u64>>,
-    /// Whether a type of that name exists.
-    types: HashMap<String, bool>,
-    fields: HashMap<(String, String), Option<u64>>,
-    sizes: HashMap<String, Option<u64>>,
-    type_sizes: Option<TypeSizes>,
-}
+/// The answers about one target, by question, types by name. A type's
+/// answer says only whether it exists: its host id was one dump's.
+type Answers = HashMap<Question<String>, Answer>;
 
 /// Answers of recent targets, by identity, the most recent last.
 static KEPT: Mutex<Vec<(String, Answers)>> = Mutex::new(Vec::new());
@@ -129,18 +122,24 @@ impl Drop for Cached<'_> {
     }
 }
 
-/// The cached answer in `map` for `key`, or the host's (kept unless it failed).
-fn answer<K: std::hash::Hash + Eq, V: Copy>(
-    map: &mut HashMap<K, V>,
-    key: K,
-    ask: impl FnOnce() -> Result<V, TargetError>,
-) -> Result<V, TargetError> {
-    if let Some(&v) = map.get(&key) {
-        return Ok(v);
+impl Cached<'_> {
+    /// The kept answer to `q`, or the host's (kept unless it failed). A
+    /// field or size of a type the host no longer finds: none, not kept.
+    fn by_name(&mut self, q: Question<String>) -> Result<Answer, TargetError> {
+        if let Some(a) = self.answers.get(&q) {
+            return Ok(a.clone());
+        }
+        let asked = q.clone().with_types(|name| match self.ids.get(&name).copied() {
+            Some(id) => self.host_id(id),
+            None => Ok(None),
+        })?;
+        let Some(asked) = asked else {
+            return Ok(Answer::Value(None));
+        };
+        let a = asked.ask(self.host)?;
+        self.answers.insert(q, a.clone());
+        Ok(a)
     }
-    let v = ask()?;
-    map.insert(key, v);
-    Ok(v)
 }
 
 impl Target for Cached<'_> {
@@ -154,21 +153,19 @@ impl Target for Cached<'_> {
         self.host.held_memory(addr, len)
     }
     fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        let host = &mut *self.host;
-        answer(&mut self.answers.symbols, name.to_string(), || host.find_symbol(name))
+        self.by_name(Question::Symbol(name.into()))?.value()
     }
     fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        let host = &mut *self.host;
-        answer(&mut self.answers.functions, name.to_string(), || {
-            host.find_function(name)
-        })
+        self.by_name(Question::Function(name.into()))?.value()
     }
     fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
-        if let Some(&found) = self.answers.types.get(name) {
+        let q = Question::Type(name.to_string());
+        if let Some(a) = self.answers.get(&q) {
+            let found = matches!(a, Answer::Value(Some(_)));
             return Ok(found.then(|| self.id_of(name)));
         }
         let h = self.host.find_type(name)?;
-        self.answers.types.insert(name.to_string(), h.is_some());
+        self.answers.insert(q, Answer::Value(h.map(|h| h.0)));
         Ok(h.map(|h| {
             let id = self.id_of(name);
             self.host_ids.insert(id, Some(h));
@@ -179,34 +176,20 @@ impl Target for Cached<'_> {
         let Some(name) = self.type_name(ty) else {
             return Ok(None);
         };
-        let key = (name, field.to_string());
-        if let Some(&v) = self.answers.fields.get(&key) {
-            return Ok(v);
-        }
-        let Some(h) = self.host_id(ty)? else { return Ok(None) };
-        let v = self.host.field_offset(h, field)?;
-        self.answers.fields.insert(key, v);
-        Ok(v)
+        self.by_name(Question::Field {
+            ty: name,
+            field: field.into(),
+        })?
+        .value()
     }
     fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
         let Some(name) = self.type_name(ty) else {
             return Ok(None);
         };
-        if let Some(&v) = self.answers.sizes.get(&name) {
-            return Ok(v);
-        }
-        let Some(h) = self.host_id(ty)? else { return Ok(None) };
-        let v = self.host.size_of(h)?;
-        self.answers.sizes.insert(name, v);
-        Ok(v)
+        self.by_name(Question::Size(name))?.value()
     }
     fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-        if let Some(s) = self.answers.type_sizes {
-            return Ok(s);
-        }
-        let s = self.host.type_sizes()?;
-        self.answers.type_sizes = Some(s);
-        Ok(s)
+        self.by_name(Question::TypeSizes)?.sizes()
     }
     fn byte_order(&mut self) -> ByteOrder {
         self.host.byte_order()

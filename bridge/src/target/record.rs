@@ -19,6 +19,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::snapshot::model::{PythonStacks, ThreadStack};
+use crate::target::question::{Answer, Question};
 use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
 
 /// The schema name of a recording file.
@@ -101,6 +102,52 @@ pub struct Recording {
     /// `None`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python: Option<PythonStacks>,
+}
+
+impl Recording {
+    /// Keeps the answer to a lookup, in the map of its kind (a read's
+    /// bytes are kept as runs of [`Recording::memory`], not here).
+    pub fn insert(&mut self, q: &Question, a: &Answer) {
+        match (q, a) {
+            (Question::Symbol(n), &Answer::Value(v)) => {
+                self.symbols.insert(n.clone(), v);
+            }
+            (Question::Function(n), &Answer::Value(v)) => {
+                self.functions.insert(n.clone(), v);
+            }
+            (Question::Type(n), &Answer::Value(v)) => {
+                self.types.insert(n.clone(), v);
+            }
+            (Question::Field { ty, field }, &Answer::Value(v)) => {
+                self.fields.insert(field_key(*ty, field), v);
+            }
+            (Question::Size(ty), &Answer::Value(v)) => {
+                self.sizes.insert(ty.0, v);
+            }
+            (Question::TypeSizes, &Answer::Sizes(s)) => self.type_sizes = Some(s),
+            _ => {}
+        }
+    }
+
+    /// The recorded answer to a lookup (`None`: never asked; a read:
+    /// see [`Replay`]).
+    pub fn answer(&self, q: &Question) -> Option<Answer> {
+        let v = match q {
+            Question::Symbol(n) => self.symbols.get(n),
+            Question::Function(n) => self.functions.get(n),
+            Question::Type(n) => self.types.get(n),
+            Question::Field { ty, field } => self.fields.get(&field_key(*ty, field)),
+            Question::Size(ty) => self.sizes.get(&ty.0),
+            Question::TypeSizes => return self.type_sizes.map(Answer::Sizes),
+            Question::Read { .. } => return None,
+        };
+        v.copied().map(Answer::Value)
+    }
+}
+
+/// The key of a `field_offset` answer in [`Recording::fields`].
+fn field_key(ty: TypeId, field: &str) -> String {
+    format!("{}.{field}", ty.0)
 }
 
 /// The key of a `frame_value` answer in [`Recording::frame_values`].
@@ -218,6 +265,13 @@ impl<'a> Recorder<'a> {
         }
     }
 
+    /// Asks the inner target and keeps its answer.
+    fn record(&mut self, q: Question) -> Result<Answer, TargetError> {
+        let a = q.ask(self.inner)?;
+        self.rec.insert(&q, &a);
+        Ok(a)
+    }
+
     /// The recording so far.
     pub fn finish(mut self) -> Recording {
         self.rec.memory = merge_runs(self.reads);
@@ -246,39 +300,31 @@ impl Target for Recorder<'_> {
     }
 
     fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        let r = self.inner.find_symbol(name)?;
-        self.rec.symbols.insert(name.to_string(), r);
-        Ok(r)
+        self.record(Question::Symbol(name.into()))?.value()
     }
 
     fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        let r = self.inner.find_function(name)?;
-        self.rec.functions.insert(name.to_string(), r);
-        Ok(r)
+        self.record(Question::Function(name.into()))?.value()
     }
 
     fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
-        let r = self.inner.find_type(name)?;
-        self.rec.types.insert(name.to_string(), r.map(|t| t.0));
-        Ok(r)
+        Ok(self.record(Question::Type(name.into()))?.value()?.map(TypeId))
     }
 
     fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
-        let r = self.inner.field_offset(ty, field)?;
-        self.rec.fields.insert(format!("{}.{field}", ty.0), r);
-        Ok(r)
+        self.record(Question::Field {
+            ty,
+            field: field.into(),
+        })?
+        .value()
     }
 
     fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
-        let r = self.inner.size_of(ty)?;
-        self.rec.sizes.insert(ty.0, r);
-        Ok(r)
+        self.record(Question::Size(ty))?.value()
     }
 
     fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-        let r = self.inner.type_sizes()?;
-        self.rec.type_sizes = Some(r);
-        Ok(r)
+        self.record(Question::TypeSizes)?.sizes()
     }
 
     fn byte_order(&mut self) -> ByteOrder {
@@ -415,6 +461,22 @@ impl Replay {
     fn missing(what: String) -> TargetError {
         TargetError::Host(format!("the recording has no answer for {what}"))
     }
+
+    /// The recorded answer to a lookup; one the recording lacks is an
+    /// error naming the call.
+    fn replay(&self, q: Question) -> Result<Answer, TargetError> {
+        self.rec.answer(&q).ok_or_else(|| {
+            Self::missing(match q {
+                Question::Symbol(n) => format!("find_symbol({n})"),
+                Question::Function(n) => format!("find_function({n})"),
+                Question::Type(n) => format!("find_type({n})"),
+                Question::Field { ty, field } => format!("field_offset(type {}, {field})", ty.0),
+                Question::Size(ty) => format!("size_of(type {})", ty.0),
+                Question::TypeSizes => "type_sizes()".to_string(),
+                Question::Read { addr, len } => format!("a read of {len} bytes at {addr:#x}"),
+            })
+        })
+    }
 }
 
 impl Target for Replay {
@@ -444,49 +506,31 @@ impl Target for Replay {
     }
 
     fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        self.rec
-            .symbols
-            .get(name)
-            .copied()
-            .ok_or_else(|| Self::missing(format!("find_symbol({name})")))
+        self.replay(Question::Symbol(name.into()))?.value()
     }
 
     fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        self.rec
-            .functions
-            .get(name)
-            .copied()
-            .ok_or_else(|| Self::missing(format!("find_function({name})")))
+        self.replay(Question::Function(name.into()))?.value()
     }
 
     fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
-        self.rec
-            .types
-            .get(name)
-            .map(|t| t.map(TypeId))
-            .ok_or_else(|| Self::missing(format!("find_type({name})")))
+        Ok(self.replay(Question::Type(name.into()))?.value()?.map(TypeId))
     }
 
     fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
-        self.rec
-            .fields
-            .get(&format!("{}.{field}", ty.0))
-            .copied()
-            .ok_or_else(|| Self::missing(format!("field_offset(type {}, {field})", ty.0)))
+        self.replay(Question::Field {
+            ty,
+            field: field.into(),
+        })?
+        .value()
     }
 
     fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
-        self.rec
-            .sizes
-            .get(&ty.0)
-            .copied()
-            .ok_or_else(|| Self::missing(format!("size_of(type {})", ty.0)))
+        self.replay(Question::Size(ty))?.value()
     }
 
     fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-        self.rec
-            .type_sizes
-            .ok_or_else(|| Self::missing("type_sizes()".to_string()))
+        self.replay(Question::TypeSizes)?.sizes()
     }
 
     fn byte_order(&mut self) -> ByteOrder {
