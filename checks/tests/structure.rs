@@ -47,30 +47,10 @@ fn bridge_files_use_only_lower_layers() {
     assert!(wrong.is_empty(), "imports against the layers:\n{}", wrong.join("\n"));
 }
 
-/// Circles being broken elsewhere (issue 24's part B1: the question type,
-/// `isolate/`), by their files. Each must still be there: remove it from
-/// this list when its circle is gone.
-const BEING_BROKEN: [&str; 2] = [
-    "isolate/error.rs <-> isolate/helper.rs",
-    "isolate/known.rs <-> isolate/protocol.rs",
-];
-
 #[test]
 fn no_circle_between_the_bridge_files() {
     let circles = graph::circles(&bridge());
-    let files = |c: &String| c.lines().next().unwrap_or_default().to_string();
-    let new: Vec<&String> = circles
-        .iter()
-        .filter(|c| !BEING_BROKEN.contains(&files(c).as_str()))
-        .collect();
-    assert!(
-        new.is_empty(),
-        "circles between files:\n{}",
-        new.iter().map(|c| c.as_str()).collect::<Vec<_>>().join("\n")
-    );
-    if let Some(gone) = BEING_BROKEN.iter().find(|b| !circles.iter().any(|c| files(c) == **b)) {
-        panic!("the circle {gone} is gone: remove it from BEING_BROKEN");
-    }
+    assert!(circles.is_empty(), "circles between files:\n{}", circles.join("\n"));
 }
 
 #[test]
