@@ -14,6 +14,7 @@ pub mod cache;
 pub mod python;
 pub mod record;
 pub mod session;
+pub mod wrap;
 
 /// A type handle chosen by the front end (an index into its own table, a
 /// DWARF offset, ...). The bridge only hands it back.
