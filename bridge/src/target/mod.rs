@@ -12,6 +12,7 @@ use crate::snapshot::model::{PythonStacks, ThreadStack};
 pub mod answers;
 pub mod cache;
 pub mod python;
+pub mod read;
 pub mod record;
 pub mod session;
 pub mod wrap;
