@@ -23,6 +23,8 @@ use std::sync::LazyLock;
 
 use crate::snapshot::model::QueueKind;
 
+pub mod targets;
+
 /// Output format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Format {
