@@ -137,6 +137,15 @@ enum mpiq_dump_status {
  * the error message) that the caller frees with mpiq_free(). */
 int mpiq_dump(const mpiq_target *const *targets, size_t count, const char *args, char **output);
 
+/* Parse the value of --targets (--inferiors, --target) as every front end
+ * does: "all", or target numbers and ranges separated by commas ("0,2",
+ * "1-3"). Returns MPIQ_DUMP_OK with *output "all" or the numbers named, each
+ * once, comma-separated in the order given ("0,2,3"); or MPIQ_DUMP_USAGE with
+ * *output the error message (a range like "3-1" is one). The caller frees
+ * *output with mpiq_free(). Added after MPIQ_API_VERSION 5 without changing
+ * it (no struct or meaning changed): look the symbol up before calling. */
+int mpiq_parse_targets(const char *spec, char **output);
+
 /* Called by a target callback, before it returns MPIQ_ERROR, to say why.
  * The text is copied; it applies to the current thread's running dump. */
 void mpiq_set_error(const char *message);

@@ -361,6 +361,33 @@ pub unsafe extern "C" fn mpiq_dump(
     rc
 }
 
+/// `mpiq_parse_targets`: see `include/mpiq.h`.
+///
+/// # Safety
+/// `spec` is NULL or a NUL-terminated string, and `output` is a valid
+/// out-pointer (or NULL).
+#[no_mangle]
+pub unsafe extern "C" fn mpiq_parse_targets(spec: *const c_char, output: *mut *mut c_char) -> c_int {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let spec = if spec.is_null() {
+            String::new()
+        } else {
+            // SAFETY: guaranteed by the caller.
+            unsafe { CStr::from_ptr(spec) }.to_string_lossy().into_owned()
+        };
+        match crate::options::targets::parse_targets(&spec) {
+            Ok(selection) => (DUMP_OK, selection.to_line()),
+            Err(e) => (DUMP_USAGE, e.to_string()),
+        }
+    }));
+    let (rc, text) = result.unwrap_or_else(|_| (DUMP_FAILED, "mpiq: internal error (panic) in --targets".into()));
+    if !output.is_null() {
+        // SAFETY: output is a valid out-pointer (caller).
+        unsafe { output.write(to_c(text)) };
+    }
+    rc
+}
+
 /// `mpiq_set_error`: see `include/mpiq.h`.
 ///
 /// # Safety

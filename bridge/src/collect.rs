@@ -138,19 +138,7 @@ fn queues(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSnapshot
     let start = Instant::now();
     let desc = target.describe();
     let known_rank = target.world_rank();
-    let mut snap = ProcessSnapshot {
-        pid: desc.pid,
-        world_rank: known_rank,
-        executable: desc.executable.clone(),
-        node: None,
-        dll: None,
-        error: None,
-        queues_missing: None,
-        messages: Vec::new(),
-        communicators: Vec::new(),
-        stats: None,
-        stacks: None,
-    };
+    let mut snap = ProcessSnapshot::new(desc.pid, known_rank, desc.executable.clone());
     let candidates = match candidates(target, opts, &mut snap)? {
         Some(c) => c,
         None => return Ok(snap),

@@ -62,5 +62,6 @@ pub use dll::discover;
 pub use options::{DumpOptions, Format, UsageError, HELP};
 pub use render::{render, render_text, Report, Samples};
 pub use snapshot::model::*;
+pub use target::read::TargetExt;
 pub use target::{cache, record, session};
 pub use target::{ByteOrder, HeldBytes, HeldRegion, ProcessDescription, Target, TargetError, TypeId, TypeSizes};

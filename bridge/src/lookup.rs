@@ -346,9 +346,8 @@ pub fn read_string_symbol(t: &mut dyn Target, name: &str) -> Result<Option<Strin
     let Some(addr) = t.find_symbol(name)? else {
         return Ok(None);
     };
-    let psize = t.type_sizes()?.pointer.clamp(4, 8) as usize;
-    let order = t.byte_order();
-    discover::read_name_variable(t, addr, psize, order).map(Some)
+    let mut words = crate::target::read::Words::new(t)?;
+    discover::read_name_variable(&mut words, addr).map(Some)
 }
 
 /// Asks every question; the answers come by kind ([`Kind::ALL`]), each

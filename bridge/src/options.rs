@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::snapshot::model::QueueKind;
 
+pub mod targets;
+
 /// Output format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Format {

@@ -117,9 +117,8 @@ mod tests {
         }))
         .unwrap();
         let p = |rank: i32| ProcessSnapshot {
-            error: None,
             stacks: Some(stacks.clone()),
-            ..crate::run::failed_snapshot(Some(10 + rank as u32), Some(rank), "/a/ring".into(), String::new())
+            ..ProcessSnapshot::new(Some(10 + rank as u32), Some(rank), "/a/ring")
         };
         Report::analyzed(Samples {
             current: Snapshot {

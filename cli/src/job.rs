@@ -9,7 +9,8 @@
 //!   host_name, executable_name, spawn_desc, comm_world_id; int32 pid, rank;
 //!   }` at `proctable`, the world rank in each entry's `rank`.
 
-use mpiq::TargetError;
+use mpiq::target::read::{Mpi2ddLayout, MPI2DD_MAGIC};
+use mpiq::{TargetError, TargetExt};
 
 use crate::image::Memory;
 use crate::process::Process;
@@ -191,87 +192,48 @@ pub fn slurm_job_of<M: Memory>(starter: &Process<M>) -> Option<(String, Option<S
 /// The symbol of the MPI-2 debugger interface.
 const MPI2DD_SYMBOL: &str = "MPI2DD_info";
 
-/// Where the fields of `MPI2DD_info` and of a `MPI2DD_PROCDESC` are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Mpi2ddLayout {
-    /// `MPI2DD_INFO.proctable` (an address).
-    proctable: u64,
-    /// `MPI2DD_INFO.proctable_size` (int32).
-    proctable_size: u64,
-    /// `MPI2DD_INFO.directory_size` (int32).
-    directory_size: u64,
-    /// `MPI2DD_PROCDESC.host_name`, `.executable_name`, `.pid`, `.rank`.
-    host: u64,
-    exe: u64,
-    pid: u64,
-    rank: u64,
-    /// `sizeof(struct MPI2DD_PROCDESC)`.
-    stride: u64,
-}
-
-impl Mpi2ddLayout {
-    /// The draft's layout: packed, in the order given, addresses of the
-    /// target's pointer size. `MPI2DD_INFO` is 8 bytes of magic, version,
-    /// variant and debug_state, two 4-byte flag words, 8 addresses
-    /// (dll_name_32, dll_name_64, meta_host_name, meta_executable_name,
-    /// abort_string, proctable, directory_table, metadirectory_table), then
-    /// proctable_size, directory_size, ...; `MPI2DD_PROCDESC` is 4
-    /// addresses (host_name, executable_name, spawn_desc, comm_world_id),
-    /// then pid and rank.
-    fn draft(ptr: u64) -> Self {
-        Mpi2ddLayout {
-            proctable: 16 + 5 * ptr,
-            proctable_size: 16 + 8 * ptr,
-            directory_size: 16 + 8 * ptr + 4,
-            host: 0,
-            exe: ptr,
-            pid: 4 * ptr,
-            rank: 4 * ptr + 4,
-            stride: 4 * ptr + 8,
-        }
-    }
-
-    /// The layout from the starter's DWARF when it describes both structs
-    /// completely, else the draft's.
-    fn of<M: Memory>(starter: &Process<M>) -> Self {
-        let draft = Self::draft(starter.image().type_sizes().pointer as u64);
-        let image = starter.image();
-        let ty = |n: &str| image.find_type(n).ok().flatten();
-        let (Some(info), Some(desc)) = (ty("struct MPI2DD_INFO"), ty("struct MPI2DD_PROCDESC")) else {
-            return draft;
-        };
-        let field = |t, n| image.field_offset(t, n).ok().flatten();
-        match (
-            field(info, "proctable"),
-            field(info, "proctable_size"),
-            field(info, "directory_size"),
-            field(desc, "host_name"),
-            field(desc, "executable_name"),
-            field(desc, "pid"),
-            field(desc, "rank"),
-            image.size_of(desc).ok().flatten(),
-        ) {
-            (
-                Some(proctable),
-                Some(proctable_size),
-                Some(directory_size),
-                Some(host),
-                Some(exe),
-                Some(pid),
-                Some(rank),
-                Some(stride),
-            ) => Mpi2ddLayout {
-                proctable,
-                proctable_size,
-                directory_size,
-                host,
-                exe,
-                pid,
-                rank,
-                stride,
-            },
-            _ => draft,
-        }
+/// Where the fields of `MPI2DD_info` and of a `MPI2DD_PROCDESC` are: from
+/// the starter's DWARF when it describes both structs completely, else the
+/// draft's ([`Mpi2ddLayout::draft`]).
+fn mpi2dd_layout<M: Memory>(starter: &Process<M>) -> Mpi2ddLayout {
+    let draft = Mpi2ddLayout::draft(starter.image().type_sizes().pointer as usize);
+    let image = starter.image();
+    let ty = |n: &str| image.find_type(n).ok().flatten();
+    let (Some(info), Some(desc)) = (ty("struct MPI2DD_INFO"), ty("struct MPI2DD_PROCDESC")) else {
+        return draft;
+    };
+    let field = |t, n| image.field_offset(t, n).ok().flatten();
+    match (
+        field(info, "proctable"),
+        field(info, "proctable_size"),
+        field(info, "directory_size"),
+        field(desc, "host_name"),
+        field(desc, "executable_name"),
+        field(desc, "pid"),
+        field(desc, "rank"),
+        image.size_of(desc).ok().flatten(),
+    ) {
+        (
+            Some(proctable),
+            Some(proctable_size),
+            Some(directory_size),
+            Some(host_name),
+            Some(executable_name),
+            Some(pid),
+            Some(rank),
+            Some(procdesc_size),
+        ) => Mpi2ddLayout {
+            proctable,
+            proctable_size,
+            directory_size,
+            host_name,
+            executable_name,
+            pid,
+            rank,
+            procdesc_size,
+            ..draft
+        },
+        _ => draft,
     }
 }
 
@@ -279,25 +241,21 @@ impl Mpi2ddLayout {
 /// by world rank (an entry listed twice is kept once).
 pub fn read_mpi2dd_proctable<M: Memory>(starter: &Process<M>) -> Result<Vec<RankEntry>, JobError> {
     let pid = starter.pid().unwrap_or(0);
-    let Some(info) = starter.image().find_symbol(MPI2DD_SYMBOL) else {
+    let Some(addr) = starter.image().find_symbol(MPI2DD_SYMBOL) else {
         return Err(JobError::NoProctable(pid));
     };
     let fail = |reason: String| JobError::Mpi2dd { pid, reason };
-    let mut magic = [0u8; 5];
-    for (i, b) in magic.iter_mut().enumerate() {
-        *b = starter.read_uint(info + i as u64, 1)? as u8;
-    }
-    if magic != mpiq::discover::MPI2DD_MAGIC {
+    let layout = mpi2dd_layout(starter);
+    let mut mem = starter.reader();
+    let info = mem.read_mpi2dd_info(addr, &layout)?;
+    if !info.magic_ok() {
         return Err(fail(format!(
-            "its magic is {magic:02x?}, expected {:02x?} (\"MPI2\\x7f\")",
-            mpiq::discover::MPI2DD_MAGIC
+            "its magic is {:02x?}, expected {:02x?} (\"MPI2\\x7f\")",
+            info.magic, MPI2DD_MAGIC
         )));
     }
-    let layout = Mpi2ddLayout::of(starter);
-    let table = starter.read_pointer(info + layout.proctable)?;
-    let size = starter.read_uint(info + layout.proctable_size, 4)? as u32 as i32;
+    let (table, size, dirs) = (info.proctable, info.proctable_size, info.directory_size);
     if table == 0 || size <= 0 {
-        let dirs = starter.read_uint(info + layout.directory_size, 4)? as u32 as i32;
         return Err(fail(if dirs > 0 {
             format!(
                 "it is a metadirectory ({dirs} directory process(es)), not a directory process; \
@@ -315,14 +273,12 @@ pub fn read_mpi2dd_proctable<M: Memory>(starter: &Process<M>) -> Result<Vec<Rank
     }
     let mut out: Vec<RankEntry> = Vec::with_capacity(size as usize);
     for i in 0..size {
-        let entry = table + i * layout.stride;
-        let host = starter.read_pointer(entry + layout.host)?;
-        let exe = starter.read_pointer(entry + layout.exe)?;
+        let d = mem.read_mpi2dd_procdesc(table + i * layout.procdesc_size, &layout)?;
         let e = RankEntry {
-            rank: starter.read_uint(entry + layout.rank, 4)? as u32 as i32,
-            host: string_at(starter, host)?,
-            executable: string_at(starter, exe)?,
-            pid: starter.read_uint(entry + layout.pid, 4)? as u32 as i32,
+            rank: d.rank,
+            host: string_at(starter, d.host_name)?,
+            executable: string_at(starter, d.executable_name)?,
+            pid: d.pid,
         };
         if !out.iter().any(|o| o.pid == e.pid && o.host == e.host) {
             out.push(e);
@@ -442,16 +398,6 @@ mod tests {
     #[test]
     fn no_mpi_descendants_here() {
         assert!(mpi_descendants(std::process::id() as i32).is_empty());
-    }
-
-    #[test]
-    fn mpi2dd_draft_layout() {
-        let l = Mpi2ddLayout::draft(8);
-        // Offsets of the C structs in tests/fixtures/mpi2dd_starter.c.
-        assert_eq!((l.proctable, l.proctable_size, l.directory_size), (56, 80, 84));
-        assert_eq!((l.host, l.exe, l.pid, l.rank, l.stride), (0, 8, 32, 36, 40));
-        let l = Mpi2ddLayout::draft(4);
-        assert_eq!((l.proctable, l.proctable_size, l.stride), (36, 48, 24));
     }
 
     #[test]

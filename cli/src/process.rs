@@ -3,7 +3,7 @@
 //! ([`crate::core`]) differ only in where memory comes from and whether
 //! something must be released at the end.
 
-use mpiq::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+use mpiq::{ByteOrder, ProcessDescription, Target, TargetError, TargetExt, TypeId, TypeSizes};
 
 use crate::image::{Memory, ProcessImage};
 use crate::mapped::FileEntry;
@@ -113,49 +113,44 @@ impl<M: Memory> Process<M> {
         }
     }
 
-    /// Reads a NUL-terminated string of at most `max` bytes.
+    /// This process's memory through the bridge's readers
+    /// ([`mpiq::TargetExt`]), which take `&mut self` where this takes `&self`.
+    pub fn reader(&self) -> Reader<'_, M> {
+        Reader(self)
+    }
+
+    /// Reads a NUL-terminated string of at most `max` bytes
+    /// ([`mpiq::TargetExt::read_c_string`]).
     pub fn read_c_string(&self, addr: u64, max: usize) -> Result<String, TargetError> {
-        let mut out = Vec::new();
-        let mut chunk = [0u8; 64];
-        while out.len() < max {
-            // Read up to the end of the page only, so a string that ends
-            // just before an unmapped page is still read.
-            let page_left = 4096 - ((addr + out.len() as u64) % 4096) as usize;
-            let n = chunk.len().min(page_left).min(max - out.len());
-            self.mem.read(addr + out.len() as u64, &mut chunk[..n])?;
-            if let Some(end) = chunk[..n].iter().position(|&b| b == 0) {
-                out.extend_from_slice(&chunk[..end]);
-                return Ok(String::from_utf8_lossy(&out).into_owned());
-            }
-            out.extend_from_slice(&chunk[..n]);
-        }
-        Ok(String::from_utf8_lossy(&out).into_owned())
+        self.reader().read_c_string(addr, max)
     }
 
     /// Reads a target pointer-sized word (ELF class and byte order of the
     /// executable).
     pub fn read_pointer(&self, addr: u64) -> Result<u64, TargetError> {
-        let size = self.image.type_sizes().pointer as usize;
-        self.read_uint(addr, size)
+        self.reader().read_pointer(addr)
     }
 
     /// Reads an unsigned integer of `size` (1, 2, 4, 8) bytes.
     pub fn read_uint(&self, addr: u64, size: usize) -> Result<u64, TargetError> {
-        let mut b = [0u8; 8];
-        let size = size.min(8);
-        self.mem.read(addr, &mut b[..size])?;
-        Ok(match self.image.byte_order() {
-            ByteOrder::Little => {
-                let mut v = [0u8; 8];
-                v[..size].copy_from_slice(&b[..size]);
-                u64::from_le_bytes(v)
-            }
-            ByteOrder::Big => {
-                let mut v = [0u8; 8];
-                v[8 - size..].copy_from_slice(&b[..size]);
-                u64::from_be_bytes(v)
-            }
-        })
+        self.reader().read_word(addr, size)
+    }
+}
+
+/// A [`Process`]'s memory, byte order (of the executable) and pointer size
+/// (its ELF class), for the bridge's readers ([`mpiq::TargetExt`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Reader<'p, M: Memory>(&'p Process<M>);
+
+impl<M: Memory> TargetExt for Reader<'_, M> {
+    fn read_bytes(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+        self.0.mem.read(addr, buf)
+    }
+    fn word_order(&mut self) -> ByteOrder {
+        self.0.image.byte_order()
+    }
+    fn pointer_size(&mut self) -> Result<usize, TargetError> {
+        Ok(self.0.image.type_sizes().pointer as usize)
     }
 }
 

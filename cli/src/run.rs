@@ -151,17 +151,8 @@ pub fn failed_snapshot(
     error: String,
 ) -> ProcessSnapshot {
     ProcessSnapshot {
-        pid,
-        world_rank,
-        executable,
-        node: None,
-        dll: None,
         error: Some(error),
-        queues_missing: None,
-        messages: Vec::new(),
-        communicators: Vec::new(),
-        stats: None,
-        stacks: None,
+        ..ProcessSnapshot::new(pid, world_rank, executable)
     }
 }
 

@@ -94,6 +94,8 @@ def declare(lib):
     lib.mpiq_dump.argtypes = [
         ctypes.POINTER(ctypes.POINTER(MpiqTargetStruct)), ctypes.c_size_t, _cp,
         ctypes.POINTER(_vp)]
+    lib.mpiq_parse_targets.restype = ctypes.c_int
+    lib.mpiq_parse_targets.argtypes = [_cp, ctypes.POINTER(_vp)]
     lib.mpiq_set_error.restype = None
     lib.mpiq_set_error.argtypes = [_cp]
     lib.mpiq_free.restype = None
@@ -102,3 +104,18 @@ def declare(lib):
     lib.mpiq_help.argtypes = []
     lib.mpiq_version.restype = _cp
     lib.mpiq_version.argtypes = []
+
+
+def parse_targets(lib, spec):
+    """The value of --targets parsed by the library (the parser lldb uses
+    too): "all" or the inferior numbers named, each once, in the order given;
+    raises ValueError with the library's message."""
+    out = _vp()
+    try:
+        rc = lib.mpiq_parse_targets(spec.encode("utf-8", "surrogateescape"), ctypes.byref(out))
+        text = ctypes.string_at(out.value).decode("utf-8", "replace") if out.value else ""
+    finally:
+        lib.mpiq_free(out)
+    if rc != MPIQ_DUMP_OK:
+        raise ValueError(text)
+    return "all" if text == "all" else [int(n) for n in text.split(",")]

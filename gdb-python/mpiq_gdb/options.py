@@ -8,6 +8,9 @@ import re
 
 import gdb
 
+from .capi import parse_targets
+from .library import library
+
 # The spellings of the option that picks inferiors: the bridge's table's
 # --targets (the same name as in lldb) and its other spellings.
 TARGETS_FLAGS = ("--targets", "--inferiors", "--target")
@@ -121,23 +124,23 @@ def select_inferiors(spec):
     """The inferiors --targets names (default: the current one), checked.
     `spec`: (spelling, value) from parse_args, or None."""
     flag, spec = spec if spec is not None else ("--targets", None)
-    if spec is None:
+    names = None
+    if spec is not None:
+        try:
+            names = parse_targets(library(), spec)
+        except ValueError as e:
+            raise gdb.GdbError(str(e))
+    if names is None:
         chosen, skip_empty = [gdb.selected_inferior()], False
-    elif spec == "all":
+    elif names == "all":
         chosen, skip_empty = sorted(gdb.inferiors(), key=lambda i: i.num), True
     else:
         by_num = {i.num: i for i in gdb.inferiors()}
         chosen, skip_empty = [], False
-        for part in spec.split(","):
-            m = re.match(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?\Z", part)
-            if not m:
-                raise gdb.GdbError(f"{flag}: '{part}' is not an inferior number; use all or a list like 1,3")
-            low = int(m.group(1))
-            for num in range(low, int(m.group(2) or low) + 1):
-                if num not in by_num:
-                    raise gdb.GdbError(f"{flag}: no inferior {num} (see `info inferiors`)")
-                if by_num[num] not in chosen:
-                    chosen.append(by_num[num])
+        for num in names:
+            if num not in by_num:
+                raise gdb.GdbError(f"{flag}: no inferior {num} (see `info inferiors`)")
+            chosen.append(by_num[num])
     several = len(chosen) > 1 or spec is not None
     result = []
     for inf in chosen:

@@ -122,33 +122,14 @@ fn parse_args(args: &[String]) -> Result<QueuesArgs, String> {
     Ok(parsed)
 }
 
-/// `all`, or target indexes `N,M` and ranges `N-M`.
+/// `all`, or target indexes `N,M` and ranges `N-M`: the bridge's parser,
+/// which gdb's `--targets` uses too (through the C API).
 fn parse_selection(value: &str) -> Result<Selection, String> {
-    if value.is_empty() {
-        return Err("--targets needs a value: 'all' or target indexes N,M".into());
+    match mpiq::options::targets::parse_targets(value) {
+        Ok(mpiq::options::targets::TargetSelection::All) => Ok(Selection::All),
+        Ok(mpiq::options::targets::TargetSelection::Indexes(indexes)) => Ok(Selection::Indexes(indexes)),
+        Err(e) => Err(e.to_string()),
     }
-    if value == "all" {
-        return Ok(Selection::All);
-    }
-    let mut indexes = Vec::new();
-    for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bad = || format!("bad target index '{part}': use 'all' or the numbers 'target list' shows");
-        let (low, high) = part.split_once('-').unwrap_or((part, part));
-        let low: u32 = low.trim().parse().map_err(|_| bad())?;
-        let high: u32 = high.trim().parse().map_err(|_| bad())?;
-        if high < low || high - low > 4096 {
-            return Err(bad());
-        }
-        for index in low..=high {
-            if !indexes.contains(&index) {
-                indexes.push(index);
-            }
-        }
-    }
-    if indexes.is_empty() {
-        return Err("--targets needs a value: 'all' or target indexes N,M".into());
-    }
-    Ok(Selection::Indexes(indexes))
 }
 
 /// The target indexes a selection names, checked against the debugger.

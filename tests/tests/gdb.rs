@@ -74,6 +74,7 @@ fn attached(mpi: Mpi) {
             "info mpi-queues --bogus",
             "info mpi-queues --queue nothing",
             "info mpi-queues --inferiors 9",
+            "info mpi-queues --targets 3-1",
             "set language fortran",
             "echo ==FORTRAN==\\n",
             "info mpi-queues --queue receives",
@@ -107,6 +108,8 @@ fn attached(mpi: Mpi) {
     g.assert_stderr("unknown argument '--bogus'");
     g.assert_stderr("unknown queue 'nothing'");
     g.assert_stderr("no inferior 9");
+    // The bridge's parser, as lldb's (tests/lldb.rs).
+    g.assert_stderr("--targets: the range '3-1' ends below its start; write it low-high (1-3)");
     assert!(
         fortran.contains("Posted receives (1):"),
         "no dump in a Fortran session:\n{g}"

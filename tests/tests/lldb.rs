@@ -306,6 +306,7 @@ fn errors_leave_session_usable(mpi: Mpi) {
             "mpi queues --dll /nonexistent/libnothing.so",
             "mpi queues --targets 7",
             "mpi queues --targets x",
+            "mpi queues --targets 3-1",
             "mpi queues --json",
         ],
     );
@@ -313,11 +314,16 @@ fn errors_leave_session_usable(mpi: Mpi) {
     let _ = fs::remove_file(&script);
     assert!(run.success, "{run}");
     let errors: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("error: ")).collect();
-    assert_eq!(errors.len(), 4, "one error per failing command:\n{run}");
+    assert_eq!(errors.len(), 5, "one error per failing command:\n{run}");
     assert!(errors[0].contains("unknown argument '--frobnicate'"), "{run}");
     assert!(errors[1].contains("libnothing.so"), "{run}");
     assert!(errors[2].contains("no target #7"), "{run}");
     assert!(errors[3].contains("'x'"), "{run}");
+    // The bridge's parser, as gdb's (tests/gdb.rs).
+    assert!(
+        errors[4].contains("--targets: the range '3-1' ends below its start; write it low-high (1-3)"),
+        "{run}"
+    );
     let json = run.lldb_json_of("mpi queues --json");
     check_rank(
         &json["processes"][0],

@@ -35,17 +35,8 @@ pub(crate) fn snapshot(mut processes: Vec<ProcessSnapshot>) -> Snapshot {
 /// A readable process with these communicators.
 pub(crate) fn process(rank: i32, communicators: Vec<Communicator>) -> ProcessSnapshot {
     ProcessSnapshot {
-        pid: Some(1000 + rank as u32),
-        world_rank: Some(rank),
-        executable: "/tmp/app".into(),
-        node: None,
-        dll: None,
-        error: None,
-        queues_missing: None,
-        messages: Vec::new(),
         communicators,
-        stats: None,
-        stacks: None,
+        ..ProcessSnapshot::new(Some(1000 + rank as u32), Some(rank), "/tmp/app")
     }
 }
 

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::target::{ByteOrder, HeldBytes, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+use crate::target::{HeldBytes, Target, TargetError};
 
 /// Most bytes read ahead for one dump.
 pub const MAX_READ_AHEAD: u64 = 32 << 20;
@@ -131,9 +131,12 @@ impl<'t> ReadAhead<'t> {
     }
 }
 
-impl Target for ReadAhead<'_> {
-    fn describe(&self) -> ProcessDescription {
-        self.host.describe()
+impl crate::target::wrap::Wrapper for ReadAhead<'_> {
+    fn inner(&self) -> &dyn Target {
+        &*self.host
+    }
+    fn inner_mut(&mut self) -> &mut dyn Target {
+        &mut *self.host
     }
     fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
         self.host.read_memory(addr, buf)?;
@@ -148,42 +151,6 @@ impl Target for ReadAhead<'_> {
         let held = HeldBytes::new(self.bytes.clone(), start, len)?;
         self.read.push(block);
         Some(held)
-    }
-    fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        self.host.find_symbol(name)
-    }
-    fn find_function(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
-        self.host.find_function(name)
-    }
-    fn find_type(&mut self, name: &str) -> Result<Option<TypeId>, TargetError> {
-        self.host.find_type(name)
-    }
-    fn field_offset(&mut self, ty: TypeId, field: &str) -> Result<Option<u64>, TargetError> {
-        self.host.field_offset(ty, field)
-    }
-    fn size_of(&mut self, ty: TypeId) -> Result<Option<u64>, TargetError> {
-        self.host.size_of(ty)
-    }
-    fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-        self.host.type_sizes()
-    }
-    fn byte_order(&mut self) -> ByteOrder {
-        self.host.byte_order()
-    }
-    fn world_rank(&mut self) -> Option<i32> {
-        self.host.world_rank()
-    }
-    fn identity(&mut self) -> Option<String> {
-        self.host.identity()
-    }
-    fn stacks(&mut self) -> Result<Option<Vec<crate::snapshot::model::ThreadStack>>, TargetError> {
-        self.host.stacks()
-    }
-    fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
-        self.host.frame_value(thread, frame, name)
-    }
-    fn python_stacks(&mut self) -> Result<Option<crate::snapshot::model::PythonStacks>, TargetError> {
-        self.host.python_stacks()
     }
 }
 

@@ -71,17 +71,8 @@ fn run_dll_into(
         desc.executable.clone()
     };
     let mut snap = ProcessSnapshot {
-        pid: desc.pid,
-        world_rank: known_rank,
-        executable: desc.executable,
-        node: None,
         dll: Some(dll_info(dll, path, source)),
-        error: None,
-        queues_missing: None,
-        messages: Vec::new(),
-        communicators: Vec::new(),
-        stats: None,
-        stacks: None,
+        ..ProcessSnapshot::new(desc.pid, known_rank, desc.executable)
     };
     // Everything from here runs the library: one dump at a time.
     let lib = dll.lock();

@@ -66,21 +66,13 @@ pub fn run(
     let failed = |target: &mut dyn Target, why: IsolateError| {
         let desc = target.describe();
         Ok(ProcessSnapshot {
-            pid: desc.pid,
-            world_rank: known_rank,
-            executable: desc.executable,
-            node: None,
             dll: Some(DllInfo {
                 path: dll.display().to_string(),
                 version: String::new(),
                 found_via: source,
             }),
             error: Some(why.to_string()),
-            queues_missing: None,
-            messages: Vec::new(),
-            communicators: Vec::new(),
-            stats: None,
-            stacks: None,
+            ..ProcessSnapshot::new(desc.pid, known_rank, desc.executable)
         })
     };
     // The kept helper first; once more with a new one if it was dead.

@@ -330,21 +330,12 @@ mod tests {
         Snapshot {
             schema: SCHEMA.into(),
             processes: vec![ProcessSnapshot {
-                pid: Some(42),
-                world_rank: Some(1),
-                executable: "/bin/ring".into(),
-                node: None,
-                dll: None,
-                error: None,
-                queues_missing: None,
-                messages: vec![],
                 communicators: vec![
                     comm("solver", vec![op(Some(5), 2), op(None, 0)]),
                     comm("idle", vec![]),
                     comm("idle2", vec![]),
                 ],
-                stats: None,
-                stacks: None,
+                ..ProcessSnapshot::new(Some(42), Some(1), "/bin/ring")
             }],
         }
     }

@@ -222,17 +222,8 @@ mod tests {
 
     fn failed_process() -> ProcessSnapshot {
         ProcessSnapshot {
-            pid: Some(7),
-            world_rank: Some(0),
-            executable: "x".into(),
-            node: None,
-            dll: None,
             error: Some("gone".into()),
-            queues_missing: None,
-            messages: vec![],
-            communicators: vec![],
-            stats: None,
-            stacks: None,
+            ..ProcessSnapshot::new(Some(7), Some(0), "x")
         }
     }
 

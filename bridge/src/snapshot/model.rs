@@ -66,8 +66,10 @@ pub struct DllInfo {
     pub found_via: DllSource,
 }
 
-/// One process's queues.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One process's queues. Built by [`ProcessSnapshot::new`] (with struct
+/// update for the fields a builder sets): the one place that lists every
+/// field.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcessSnapshot {
     /// Process id, when known.
     pub pid: Option<u32>,
@@ -99,6 +101,26 @@ pub struct ProcessSnapshot {
     /// Every thread's call stack (only with `--stacks`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks: Option<Stacks>,
+}
+
+impl ProcessSnapshot {
+    /// A process known by its pid, world rank and executable, with nothing
+    /// read yet: no library, no error, no messages, communicators or stacks.
+    pub fn new(pid: Option<u32>, world_rank: Option<i32>, executable: impl Into<String>) -> ProcessSnapshot {
+        ProcessSnapshot {
+            pid,
+            world_rank,
+            executable: executable.into(),
+            node: None,
+            dll: None,
+            error: None,
+            queues_missing: None,
+            messages: Vec::new(),
+            communicators: Vec::new(),
+            stats: None,
+            stacks: None,
+        }
+    }
 }
 
 /// Why an MPI process's queues cannot be read: one of the ways an MPI as

@@ -106,17 +106,8 @@ mod tests {
 
     fn snap(comms: Vec<Communicator>) -> ProcessSnapshot {
         ProcessSnapshot {
-            pid: None,
-            world_rank: None,
-            executable: String::new(),
-            node: None,
-            dll: None,
-            error: None,
-            queues_missing: None,
-            messages: Vec::new(),
             communicators: comms,
-            stats: None,
-            stacks: None,
+            ..ProcessSnapshot::new(None, None, "")
         }
     }
 

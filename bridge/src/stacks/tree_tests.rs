@@ -72,14 +72,6 @@ pub(crate) fn service(tid: u64) -> ThreadStack {
 
 pub(crate) fn process(rank: i32, threads: Vec<ThreadStack>) -> ProcessSnapshot {
     ProcessSnapshot {
-        pid: Some(100 + rank as u32),
-        world_rank: Some(rank),
-        executable: APP.into(),
-        node: None,
-        dll: None,
-        error: None,
-        queues_missing: None,
-        messages: vec![],
         communicators: vec![Communicator {
             id: "0".into(),
             name: "MPI_COMM_WORLD".into(),
@@ -94,12 +86,12 @@ pub(crate) fn process(rank: i32, threads: Vec<ThreadStack>) -> ProcessSnapshot {
                 unexpected: Queue::available(vec![]),
             },
         }],
-        stats: None,
         stacks: Some(Stacks {
             where_: Some(crate::stacks::where_words(&threads)),
             threads,
             ..Stacks::default()
         }),
+        ..ProcessSnapshot::new(Some(100 + rank as u32), Some(rank), APP)
     }
 }
 

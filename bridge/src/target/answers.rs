@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::question::{Answer, Question};
-use super::{ByteOrder, HeldBytes, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+use super::{Target, TargetError, TypeId, TypeSizes};
 
 /// How many targets' answers are kept (the most recently used).
 pub const KEPT_TARGETS: usize = 16;
@@ -142,15 +142,12 @@ impl Cached<'_> {
     }
 }
 
-impl Target for Cached<'_> {
-    fn describe(&self) -> ProcessDescription {
-        self.host.describe()
+impl super::wrap::Wrapper for Cached<'_> {
+    fn inner(&self) -> &dyn Target {
+        &*self.host
     }
-    fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-        self.host.read_memory(addr, buf)
-    }
-    fn held_memory(&mut self, addr: u64, len: usize) -> Option<HeldBytes> {
-        self.host.held_memory(addr, len)
+    fn inner_mut(&mut self) -> &mut dyn Target {
+        &mut *self.host
     }
     fn find_symbol(&mut self, name: &str) -> Result<Option<u64>, TargetError> {
         self.by_name(Question::Symbol(name.into()))?.value()
@@ -191,25 +188,9 @@ impl Target for Cached<'_> {
     fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
         self.by_name(Question::TypeSizes)?.sizes()
     }
-    fn byte_order(&mut self) -> ByteOrder {
-        self.host.byte_order()
-    }
-    fn world_rank(&mut self) -> Option<i32> {
-        self.host.world_rank()
-    }
     /// None: nothing above this cache should cache again.
     fn identity(&mut self) -> Option<String> {
         None
-    }
-    fn stacks(&mut self) -> Result<Option<Vec<crate::snapshot::model::ThreadStack>>, TargetError> {
-        self.host.stacks()
-    }
-    /// Never cached: it is memory, or a register (`$` names) of a frame.
-    fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
-        self.host.frame_value(thread, frame, name)
-    }
-    fn python_stacks(&mut self) -> Result<Option<crate::snapshot::model::PythonStacks>, TargetError> {
-        self.host.python_stacks()
     }
 }
 

@@ -13,8 +13,10 @@ pub mod answers;
 pub mod cache;
 pub mod python;
 pub mod question;
+pub mod read;
 pub mod record;
 pub mod session;
+pub mod wrap;
 
 /// A type handle chosen by the front end (an index into its own table, a
 /// DWARF offset, ...). The bridge only hands it back.

@@ -279,9 +279,23 @@ impl<'a> Recorder<'a> {
     }
 }
 
-impl Target for Recorder<'_> {
-    fn describe(&self) -> ProcessDescription {
-        self.inner.describe()
+impl super::wrap::Wrapper for Recorder<'_> {
+    fn inner(&self) -> &dyn Target {
+        &*self.inner
+    }
+
+    fn inner_mut(&mut self) -> &mut dyn Target {
+        &mut *self.inner
+    }
+
+    /// None: every read is asked, to be recorded.
+    fn held_memory(&mut self, _addr: u64, _len: usize) -> Option<super::HeldBytes> {
+        None
+    }
+
+    /// None: a recording keeps no answers between dumps.
+    fn identity(&mut self) -> Option<String> {
+        None
     }
 
     fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {

@@ -2,7 +2,7 @@
 
 use super::rng::mix;
 use crate::target::cache::PAGE;
-use crate::target::{ByteOrder, ProcessDescription, Target, TargetError, TypeId, TypeSizes};
+use crate::target::{HeldBytes, Target, TargetError, TypeId};
 
 /// What a [`Faulty`] target does to the target it wraps. The default does
 /// nothing. Random decisions (which pages, which lookups) are drawn from
@@ -101,9 +101,23 @@ impl<T: Target> Faulty<T> {
     }
 }
 
-impl<T: Target> Target for Faulty<T> {
-    fn describe(&self) -> ProcessDescription {
-        self.inner.describe()
+impl<T: Target> crate::target::wrap::Wrapper for Faulty<T> {
+    fn inner(&self) -> &dyn Target {
+        &self.inner
+    }
+
+    fn inner_mut(&mut self) -> &mut dyn Target {
+        &mut self.inner
+    }
+
+    /// None: every read goes through [`Faulty::read_memory`]'s faults.
+    fn held_memory(&mut self, _addr: u64, _len: usize) -> Option<HeldBytes> {
+        None
+    }
+
+    /// None: no answers are kept between dumps of a faulty target.
+    fn identity(&mut self) -> Option<String> {
+        None
     }
 
     fn read_memory(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
@@ -171,30 +185,10 @@ impl<T: Target> Target for Faulty<T> {
         self.inner.size_of(ty)
     }
 
-    fn type_sizes(&mut self) -> Result<TypeSizes, TargetError> {
-        self.inner.type_sizes()
-    }
-
-    fn byte_order(&mut self) -> ByteOrder {
-        self.inner.byte_order()
-    }
-
-    fn world_rank(&mut self) -> Option<i32> {
-        self.inner.world_rank()
-    }
-
-    fn stacks(&mut self) -> Result<Option<Vec<crate::snapshot::model::ThreadStack>>, TargetError> {
-        self.inner.stacks()
-    }
-
     /// Fails like a lookup (the host could not answer).
     fn frame_value(&mut self, thread: u64, frame: u32, name: &str) -> Result<Option<u64>, TargetError> {
         self.lookup(&format!("{thread}/{frame}/{name}"))?;
         self.inner.frame_value(thread, frame, name)
-    }
-
-    fn python_stacks(&mut self) -> Result<Option<crate::snapshot::model::PythonStacks>, TargetError> {
-        self.inner.python_stacks()
     }
 }
 

@@ -195,17 +195,9 @@ mod tests {
 
     fn process(exe: &str) -> ProcessSnapshot {
         ProcessSnapshot {
-            pid: Some(7),
-            world_rank: Some(3),
-            executable: exe.into(),
             node: Some("n2".into()),
-            dll: None,
-            error: None,
-            queues_missing: None,
             messages: vec!["é".repeat(700)],
-            communicators: Vec::new(),
-            stats: None,
-            stacks: None,
+            ..ProcessSnapshot::new(Some(7), Some(3), exe)
         }
     }
 

@@ -45,21 +45,12 @@ fn process(rank: i32, calls: &[&str]) -> ProcessSnapshot {
         .map(|(i, c)| thread(100 + i as u64, c))
         .collect();
     ProcessSnapshot {
-        pid: Some(4000 + rank as u32),
-        world_rank: Some(rank),
-        executable: "/work/app".into(),
-        node: None,
-        dll: None,
-        error: None,
-        queues_missing: None,
-        messages: Vec::new(),
-        communicators: Vec::new(),
-        stats: None,
         stacks: Some(Stacks {
             where_: Some(mpiq::stacks::where_words(&threads)),
             threads,
             ..Stacks::default()
         }),
+        ..ProcessSnapshot::new(Some(4000 + rank as u32), Some(rank), "/work/app")
     }
 }
 
