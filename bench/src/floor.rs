@@ -34,7 +34,8 @@ pub fn main(file: &Path, reps: usize, dll: Option<&str>) -> Result<(), String> {
             .iter()
             .cloned()
             .map(Replay::new)
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
         let mut targets: Vec<&mut dyn Target> = replays.iter_mut().map(|r| r as &mut dyn Target).collect();
         let t = Instant::now();
         let snapshot = mpiq::collect_all(&mut targets, &opts).map_err(|e| e.to_string())?;

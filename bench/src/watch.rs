@@ -143,7 +143,7 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
         let mut procs = 0;
         for s in all {
             let time = s.time_ms;
-            let snapshot = source::replay_sample(s, &opts)?;
+            let snapshot = source::replay_sample(s, &opts).map_err(|e| e.to_string())?;
             procs = snapshot.processes.len();
             refresh(&mut session, snapshot, time, &mut t)?;
         }

@@ -64,8 +64,8 @@ pub enum RunError {
     #[error("{0}")]
     Lookup(TargetError),
     /// A recording could not be replayed.
-    #[error("{0}")]
-    Replay(String),
+    #[error(transparent)]
+    Replay(#[from] mpiq::record::RecordingError),
     /// A core file could not be opened (for `lookup --core`).
     #[error(transparent)]
     Core(#[from] CoreError),
@@ -366,13 +366,16 @@ pub fn job_samples(starter: i32, opts: &DumpOptions, verbose: bool) -> Result<Sa
 
 /// `mpiq replay FILE`: the processes of a recording, dumped again.
 pub fn run_replay(file: &Path, opts: &DumpOptions) -> Result<Snapshot, RunError> {
-    let recording = mpiq::record::RecordingFile::load(file).map_err(|e| RunError::Replay(e.to_string()))?;
+    let recording = mpiq::record::RecordingFile::load(file)?;
     let mut replays = recording
         .processes
         .into_iter()
         .map(mpiq::record::Replay::new)
-        .collect::<Result<Vec<_>, String>>()
-        .map_err(|e| RunError::Replay(format!("{}: {e}", file.display())))?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| mpiq::record::RecordingError::Format {
+            path: file.display().to_string(),
+            reason: e.to_string(),
+        })?;
     let mut targets: Vec<&mut dyn Target> = replays.iter_mut().map(|r| r as &mut dyn Target).collect();
     Ok(mpiq::collect_all(&mut targets, opts)?)
 }

@@ -402,6 +402,12 @@ pub enum RecordingError {
         /// What is wrong.
         reason: String,
     },
+    /// A recorded read's bytes are not hex.
+    #[error("bad hex in the read at {addr:#x}")]
+    BadBytes {
+        /// Where the read was.
+        addr: u64,
+    },
 }
 
 impl RecordingFile {
@@ -455,13 +461,13 @@ impl RecordingFile {
 
 impl Replay {
     /// A target over one process's recording.
-    pub fn new(rec: Recording) -> Result<Self, String> {
+    pub fn new(rec: Recording) -> Result<Self, RecordingError> {
         let mut data = BTreeMap::new();
         let mut failed = BTreeMap::new();
         for m in &rec.memory {
             match (&m.hex, &m.error) {
                 (Some(h), _) => {
-                    let bytes = unhex(h).ok_or_else(|| format!("bad hex in the read at {:#x}", m.addr))?;
+                    let bytes = unhex(h).ok_or(RecordingError::BadBytes { addr: m.addr })?;
                     data.insert(m.addr, (m.addr + bytes.len() as u64, bytes));
                 }
                 (None, e) => {

@@ -137,20 +137,32 @@ impl Live {
 }
 
 /// One recorded sample replayed into a snapshot (as `mpiq replay` does).
-pub fn replay_sample(sample: RecordedSample, opts: &DumpOptions) -> Result<Snapshot, String> {
+pub fn replay_sample(sample: RecordedSample, opts: &DumpOptions) -> Result<Snapshot, ReplayError> {
     let mut replays = sample
         .processes
         .into_iter()
         .map(Replay::new)
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     let mut targets: Vec<&mut dyn Target> = replays.iter_mut().map(|r| r as &mut dyn Target).collect();
-    mpiq::collect_all(&mut targets, opts).map_err(|e| e.to_string())
+    Ok(mpiq::collect_all(&mut targets, opts)?)
+}
+
+/// Why a recorded sample could not be replayed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// A process's recording does not hold together.
+    #[error(transparent)]
+    Recording(#[from] mpiq::record::RecordingError),
+    /// The dump of the replayed processes failed.
+    #[error(transparent)]
+    Dump(#[from] mpiq::DumpError),
 }
 
 /// Loads a recording (in the caller: a bad file is an error before the
 /// screen starts).
 pub fn load(file: &Path) -> Result<Vec<RecordedSample>, RunError> {
-    let recording = RecordingFile::load(file).map_err(|e| RunError::Replay(e.to_string()))?;
+    let recording = RecordingFile::load(file)?;
     Ok(RecordedSample::all_of(recording))
 }
 
