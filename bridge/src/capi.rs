@@ -253,13 +253,21 @@ impl Target for CTarget<'_> {
     }
 }
 
-/// Checks a table; the error says what is wrong with it.
-fn check(t: &mpiq_target) -> Result<(), String> {
+/// What is wrong with a host's callback table.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum TableError {
+    /// A version this library does not implement.
+    #[error("mpiq_target.api_version is {0}, this library implements {OLDEST_API_VERSION} to {API_VERSION}")]
+    Version(u32),
+    /// A callback every version needs is NULL.
+    #[error("mpiq_target.{0} is NULL")]
+    Missing(&'static str),
+}
+
+/// Checks a table.
+fn check(t: &mpiq_target) -> Result<(), TableError> {
     if !(OLDEST_API_VERSION..=API_VERSION).contains(&t.api_version) {
-        return Err(format!(
-            "mpiq_target.api_version is {}, this library implements {OLDEST_API_VERSION} to {API_VERSION}",
-            t.api_version
-        ));
+        return Err(TableError::Version(t.api_version));
     }
     let missing = [
         ("read_memory", t.read_memory.is_none()),
@@ -273,7 +281,7 @@ fn check(t: &mpiq_target) -> Result<(), String> {
         ("world_rank", t.world_rank.is_none()),
     ];
     match missing.iter().find(|(_, m)| *m) {
-        Some((name, _)) => Err(format!("mpiq_target.{name} is NULL")),
+        Some((name, _)) => Err(TableError::Missing(name)),
         None => Ok(()),
     }
 }

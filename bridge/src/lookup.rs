@@ -17,48 +17,72 @@ use crate::dll::discover;
 use crate::options::{
     options_help, parse_with, split_words, wrap_usage, Handler, OptionSpec, UsageError, ARGUMENTS_PREFIX,
 };
+use crate::target::question::{self, Answer as Reply};
 use crate::target::{ByteOrder, Target, TargetError, TypeId};
 
 /// The most bytes one `--read` reads.
 pub const MAX_READ: usize = 1 << 20;
 
-/// What is asked.
+/// What is asked: a question a debug library asks ([`Ask`](Question::Ask),
+/// the bridge's one [`question::Question`] type, its types named), or one
+/// only this diagnostic asks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Question {
-    /// Runtime address of a data symbol.
-    Symbol(String),
-    /// Runtime address of a function.
-    Function(String),
+    /// A debug library's question: a symbol's or a function's address, a
+    /// type's size (`Size` or `Type`), a field's offset, memory, the basic
+    /// type sizes.
+    Ask(question::Question<String>),
     /// The C string a data symbol holds.
     String(String),
-    /// `sizeof` a type.
-    Sizeof(String),
-    /// Offset of a field: the type and the field.
-    Offsetof(String, String),
-    /// Bytes of memory.
-    Read {
-        /// Where.
-        addr: u64,
-        /// How many.
-        len: usize,
-    },
-    /// The basic type sizes and the byte order.
-    Sizes,
     /// The process: pid, executable, world rank.
     Process,
 }
 
 impl Question {
+    /// `--symbol NAME`.
+    pub fn symbol(name: &str) -> Question {
+        Question::Ask(question::Question::Symbol(name.into()))
+    }
+
+    /// `--function NAME`.
+    pub fn function(name: &str) -> Question {
+        Question::Ask(question::Question::Function(name.into()))
+    }
+
+    /// `--sizeof TYPE`.
+    pub fn size_of(ty: &str) -> Question {
+        Question::Ask(question::Question::Size(ty.into()))
+    }
+
+    /// `--offsetof TYPE.FIELD`.
+    pub fn offset_of(ty: &str, field: &str) -> Question {
+        Question::Ask(question::Question::Field {
+            ty: ty.into(),
+            field: field.into(),
+        })
+    }
+
+    /// `--read ADDR:LEN`.
+    pub fn read(addr: u64, len: usize) -> Question {
+        Question::Ask(question::Question::Read { addr, len: len as u64 })
+    }
+
+    /// `--sizes`.
+    pub fn sizes() -> Question {
+        Question::Ask(question::Question::TypeSizes)
+    }
+
     /// Its kind.
     pub fn kind(&self) -> Kind {
+        use question::Question as Q;
         match self {
-            Question::Symbol(_) => Kind::Symbol,
-            Question::Function(_) => Kind::Function,
+            Question::Ask(Q::Symbol(_)) => Kind::Symbol,
+            Question::Ask(Q::Function(_)) => Kind::Function,
+            Question::Ask(Q::Type(_) | Q::Size(_)) => Kind::Sizeof,
+            Question::Ask(Q::Field { .. }) => Kind::Offsetof,
+            Question::Ask(Q::Read { .. }) => Kind::Read,
+            Question::Ask(Q::TypeSizes) => Kind::Sizes,
             Question::String(_) => Kind::String,
-            Question::Sizeof(_) => Kind::Sizeof,
-            Question::Offsetof(..) => Kind::Offsetof,
-            Question::Read { .. } => Kind::Read,
-            Question::Sizes => Kind::Sizes,
             Question::Process => Kind::Process,
         }
     }
@@ -151,10 +175,10 @@ macro_rules! question {
 /// The lookup command's options, in the order the help lists them.
 pub const LOOKUP_OPTIONS: &[OptionSpec<Lookup>] = &[
     question!("symbol", Some("NAME"), "runtime address of a data symbol", |v| {
-        Ok(Question::Symbol(v.into()))
+        Ok(Question::symbol(v))
     }),
     question!("function", Some("NAME"), "runtime address of a function", |v| {
-        Ok(Question::Function(v.into()))
+        Ok(Question::function(v))
     }),
     question!(
         "string",
@@ -166,14 +190,14 @@ pub const LOOKUP_OPTIONS: &[OptionSpec<Lookup>] = &[
         "sizeof",
         Some("TYPE"),
         "the size of a type: X, struct X, union X or a typedef",
-        |v| Ok(Question::Sizeof(v.into()))
+        |v| Ok(Question::size_of(v))
     ),
     question!(
         "offsetof",
         Some("TYPE.FIELD"),
         "offset of a field of a struct or union",
         |v| match v.rsplit_once('.') {
-            Some((t, f)) if !t.is_empty() && !f.is_empty() => Ok(Question::Offsetof(t.into(), f.into())),
+            Some((t, f)) if !t.is_empty() && !f.is_empty() => Ok(Question::offset_of(t, f)),
             _ => Err(UsageError(format!("--offsetof {v}: expected TYPE.FIELD"))),
         }
     ),
@@ -187,7 +211,7 @@ pub const LOOKUP_OPTIONS: &[OptionSpec<Lookup>] = &[
         "sizes",
         None::<&str>,
         "the sizes of short, int, long, long long and pointers, and the byte order",
-        |_| Ok(Question::Sizes)
+        |_| Ok(Question::sizes())
     ),
     question!(
         "process",
@@ -219,7 +243,7 @@ fn parse_read(v: &str) -> Result<Question, UsageError> {
     if len > MAX_READ {
         return Err(UsageError(format!("--read {v}: at most {MAX_READ} bytes (1 MiB)")));
     }
-    Ok(Question::Read { addr, len })
+    Ok(Question::read(addr, len))
 }
 
 /// A number in decimal or `0x` hex.
@@ -331,11 +355,18 @@ pub struct Answer {
 pub trait LookupTarget: Target {
     /// The C string the data symbol `name` holds (`None`: no such symbol).
     fn string_symbol(&mut self, name: &str) -> Result<Option<String>, TargetError>;
+
+    /// Itself as a [`Target`], to ask it a [`question::Question`].
+    fn as_target(&mut self) -> &mut dyn Target;
 }
 
 impl LookupTarget for dyn Target + '_ {
     fn string_symbol(&mut self, name: &str) -> Result<Option<String>, TargetError> {
         read_string_symbol(self, name)
+    }
+
+    fn as_target(&mut self) -> &mut dyn Target {
+        self
     }
 }
 
@@ -350,11 +381,36 @@ pub fn read_string_symbol(t: &mut dyn Target, name: &str) -> Result<Option<Strin
     discover::read_name_variable(&mut words, addr).map(Some)
 }
 
+/// Asks a debug library's question, its type found by name first: what
+/// the debug library would be told. `Ok(None)`: no such type.
+fn ask(
+    target: &mut dyn Target,
+    q: &question::Question<String>,
+) -> Result<Option<(question::Question, Reply)>, TargetError> {
+    let Some(q) = q.clone().with_types(|name| target.find_type(&name))? else {
+        return Ok(None);
+    };
+    let reply = q.ask(target)?;
+    Ok(Some((q, reply)))
+}
+
+/// The name an answer is printed under.
+fn name_of(q: &question::Question<String>) -> String {
+    use question::Question as Q;
+    match q {
+        Q::Symbol(n) | Q::Function(n) | Q::Type(n) | Q::Size(n) => n.clone(),
+        Q::Field { ty, field } => format!("{ty}.{field}"),
+        Q::Read { addr, .. } => format!("{addr:#x}"),
+        Q::TypeSizes => String::new(),
+    }
+}
+
 /// Asks every question; the answers come by kind ([`Kind::ALL`]), each
 /// kind's in the order asked. A missing symbol, type or field, or memory
 /// that cannot be read, is an answer ([`Value::Missing`]); another failure
 /// of the host ends it.
 pub fn answer<T: LookupTarget + ?Sized>(target: &mut T, lookup: &Lookup) -> Result<Vec<Answer>, TargetError> {
+    use question::Question as Q;
     let mut out = Vec::new();
     let mut put = |kind: Kind, name: &str, value: Value| {
         out.push(Answer {
@@ -363,43 +419,35 @@ pub fn answer<T: LookupTarget + ?Sized>(target: &mut T, lookup: &Lookup) -> Resu
             value,
         })
     };
-    let found = |a: Option<u64>| a.map_or(Value::Missing, Value::Address);
     let number = |n: Option<u64>| n.map_or(Value::Missing, Value::Number);
     for kind in Kind::ALL {
         for q in lookup.questions.iter().filter(|q| q.kind() == kind) {
-            match q {
-                Question::Symbol(s) => put(kind, s, found(target.find_symbol(s)?)),
-                Question::Function(s) => put(kind, s, found(target.find_function(s)?)),
-                Question::String(s) => put(kind, s, target.string_symbol(s)?.map_or(Value::Missing, Value::Text)),
-                Question::Sizeof(t) => {
-                    let value = match target.find_type(t)? {
-                        Some(id) => Value::Type {
-                            id,
-                            size: target.size_of(id)?,
-                        },
-                        None => Value::Missing,
-                    };
-                    put(kind, t, value);
+            let asked = match q {
+                Question::String(s) => {
+                    put(kind, s, target.string_symbol(s)?.map_or(Value::Missing, Value::Text));
+                    continue;
                 }
-                Question::Offsetof(t, f) => {
-                    let offset = match target.find_type(t)? {
-                        Some(id) => target.field_offset(id, f)?,
-                        None => None,
-                    };
-                    put(kind, &format!("{t}.{f}"), number(offset));
+                Question::Process => {
+                    let d = target.describe();
+                    put(kind, "pid", number(d.pid.map(u64::from)));
+                    put(kind, "executable", Value::Text(d.executable));
+                    let rank = target.world_rank().and_then(|r| u64::try_from(r).ok());
+                    put(kind, "world_rank", number(rank));
+                    continue;
                 }
-                Question::Read { addr, len } => {
-                    let mut buf = vec![0u8; *len];
-                    match target.read_memory(*addr, &mut buf) {
-                        Ok(()) => {}
-                        // Memory that is not there is an answer too.
-                        Err(TargetError::Unreadable { .. }) => {
-                            put(kind, &format!("{addr:#x}"), Value::Missing);
-                            continue;
-                        }
-                        Err(e) => return Err(e),
-                    }
-                    for (i, chunk) in buf.chunks(16).enumerate() {
+                Question::Ask(asked) => asked,
+            };
+            let name = name_of(asked);
+            let reply = match ask(target.as_target(), asked) {
+                // Memory that is not there is an answer too.
+                Err(TargetError::Unreadable { .. }) => None,
+                other => other?,
+            };
+            match (reply, asked) {
+                (None, Q::TypeSizes) => {}
+                (None, _) => put(kind, &name, Value::Missing),
+                (Some((_, Reply::Bytes(bytes))), &Q::Read { addr, .. }) => {
+                    for (i, chunk) in bytes.chunks(16).enumerate() {
                         put(
                             kind,
                             &format!("{:#x}", addr + 16 * i as u64),
@@ -407,8 +455,15 @@ pub fn answer<T: LookupTarget + ?Sized>(target: &mut T, lookup: &Lookup) -> Resu
                         );
                     }
                 }
-                Question::Sizes => {
-                    let s = target.type_sizes()?;
+                (Some((Q::Size(id), reply)), _) => {
+                    let size = reply.value()?;
+                    put(kind, &name, Value::Type { id, size });
+                }
+                (Some((Q::Symbol(_) | Q::Function(_), reply)), _) => {
+                    put(kind, &name, reply.value()?.map_or(Value::Missing, Value::Address))
+                }
+                (Some((Q::TypeSizes, reply)), _) => {
+                    let s = reply.sizes()?;
                     for (name, size) in [
                         ("short", s.short),
                         ("int", s.int),
@@ -424,13 +479,7 @@ pub fn answer<T: LookupTarget + ?Sized>(target: &mut T, lookup: &Lookup) -> Resu
                     };
                     put(kind, "byte_order", Value::Word(order.into()));
                 }
-                Question::Process => {
-                    let d = target.describe();
-                    put(kind, "pid", number(d.pid.map(u64::from)));
-                    put(kind, "executable", Value::Text(d.executable));
-                    let rank = target.world_rank().and_then(|r| u64::try_from(r).ok());
-                    put(kind, "world_rank", number(rank));
-                }
+                (Some((_, reply)), _) => put(kind, &name, number(reply.value()?)),
             }
         }
     }

@@ -5,6 +5,8 @@
 //!   expressions and macros, in every item that is not test code);
 //! - no circle between the files of a crate;
 //! - `unsafe` only where its "Rules" say;
+//! - errors typed: a `Result` carries a `String` only where its "Errors"
+//!   say;
 //! - no source file (Rust, Python, C, C++) over the size its "Rules" state.
 
 mod structure {
@@ -105,11 +107,17 @@ fn the_bridge_renders_only_in_render() {
 /// line `- in \`<dir>\`: \`a/\`, \`b.rs\` (why)` gives the files and
 /// directories of `<dir>` that may hold it.
 fn unsafe_places(architecture: &str, dir: &str) -> Vec<String> {
-    let marker = format!("- in `{dir}`:");
+    places(architecture, "in", dir)
+}
+
+/// The files and directories of `dir` listed on ARCHITECTURE.md's line
+/// `- <what> \`<dir>\`: \`a/\`, \`b.rs\` (why)`.
+fn places(architecture: &str, what: &str, dir: &str) -> Vec<String> {
+    let marker = format!("- {what} `{dir}`:");
     let line = architecture
         .lines()
         .find(|l| l.trim_start().starts_with(&marker))
-        .unwrap_or_else(|| panic!("ARCHITECTURE.md says where `unsafe` may stand in {dir} (a line `{marker} ..`)"));
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has no line `{marker} ..`"));
     let list = line.trim_start()[marker.len()..].split('(').next().unwrap_or_default();
     list.split(',')
         .map(|p| p.trim().trim_matches('`').to_string())
@@ -155,6 +163,57 @@ fn unsafe_only_where_architecture_md_says() {
         "unsafe where ARCHITECTURE.md does not allow it:\n{}",
         wrong.join("\n")
     );
+}
+
+/// Whether `rel` is one of `places` (a file, or a directory ending in `/`).
+fn is_in(rel: &str, places: &[String]) -> bool {
+    places
+        .iter()
+        .any(|p| rel == *p || (p.ends_with('/') && rel.starts_with(p.as_str())))
+}
+
+#[test]
+fn errors_are_typed_except_where_architecture_md_says() {
+    let architecture = architecture();
+    let test_files = test_only_rust_files(&root());
+    let mut wrong = Vec::new();
+    for dir in ["bridge/src", "cli/src"] {
+        let places = places(&architecture, "text errors in", dir);
+        let src = root().join(dir);
+        for file in rust_files(&src) {
+            let rel = file
+                .strip_prefix(&src)
+                .expect("inside")
+                .to_string_lossy()
+                .replace('\\', "/");
+            if is_in(&rel, &places) || test_files.contains(&file) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).expect("read");
+            for line in source::string_error_lines(&text) {
+                wrong.push(format!(
+                    "{dir}/{rel}:{line}: a Result with a String error outside {places:?}"
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "untyped errors where ARCHITECTURE.md does not allow them (give the layer its error enum):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_finds_string_errors_in_code_only() {
+    let text = "fn a() -> Result<(), String> { Ok(()) }\n\
+                struct S { r: std::result::Result<u8, String> }\n\
+                fn b() -> Result<(), Error> { Ok(()) }\n\
+                fn c(_: Vec<Result<String, u8>>) {}\n\
+                #[cfg(test)]\nmod tests { fn d() -> Result<(), String> { Ok(()) } }\n";
+    assert_eq!(source::string_error_lines(text), [1, 2]);
+    let docs = "- text errors in `cli/src`: `args/run_args.rs` (clap)\n";
+    assert_eq!(places(docs, "text errors in", "cli/src"), ["args/run_args.rs"]);
 }
 
 /// The most lines of non-test code a source file may have, as

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use object::Object;
 
-use crate::dwarf::{has_debug_info, DebugInfo};
+use crate::dwarf::{has_debug_info, DebugInfo, DwarfError};
 use crate::elf::{map_file, Candidate, ElfObject, Symbols};
 
 /// The environment variable that replaces the debug directories.
@@ -132,7 +132,7 @@ fn find_separate(obj: &ElfObject) -> Option<Candidate> {
 }
 
 /// A supplementary file, loaded once (or the reason it could not be).
-type SupSlot = Arc<OnceLock<Result<Arc<DebugInfo>, String>>>;
+type SupSlot = Arc<OnceLock<Result<Arc<DebugInfo>, DwarfError>>>;
 
 /// Supplementary files are shared by many objects (every library of a
 /// package): parsed once per run, keyed by device and inode.
@@ -141,7 +141,7 @@ fn sup_cache() -> &'static Mutex<HashMap<(u64, u64), SupSlot>> {
     CACHE.get_or_init(Default::default)
 }
 
-fn load_sup(debug_file: &Path, alt_path: &str, build_id: &[u8]) -> Result<Arc<DebugInfo>, String> {
+fn load_sup(debug_file: &Path, alt_path: &str, build_id: &[u8]) -> Result<Arc<DebugInfo>, DwarfError> {
     let alt = Path::new(alt_path);
     let mut candidates = Vec::new();
     if alt.is_absolute() {
@@ -169,15 +169,15 @@ fn load_sup(debug_file: &Path, alt_path: &str, build_id: &[u8]) -> Result<Arc<De
             .get_or_init(|| DebugInfo::load(&c.path, c.data, true, None).map(Arc::new))
             .clone();
     }
-    Err(format!(
-        "{}: supplementary debug file {alt_path} (build id {}) not found",
-        debug_file.display(),
-        hex(build_id)
-    ))
+    Err(DwarfError::SupplementaryMissing {
+        debug_file: debug_file.to_path_buf(),
+        alt: alt_path.to_string(),
+        build_id: hex(build_id),
+    })
 }
 
 /// Locates and loads an object's DWARF; `Ok(None)` when it has none.
-fn load_debug_info(obj: &ElfObject) -> Result<Option<Arc<DebugInfo>>, String> {
+fn load_debug_info(obj: &ElfObject) -> Result<Option<Arc<DebugInfo>>, DwarfError> {
     let (path, data, altlink) = if obj.has_dwarf() {
         (obj.path().to_path_buf(), obj.data(), obj.links().altlink.clone())
     } else {
@@ -233,7 +233,7 @@ impl ElfObject {
 
     /// The DWARF of this object (in the file or a separate debug file),
     /// located and loaded on first use; `Ok(None)` if there is none.
-    pub fn debug_info(&self) -> Result<Option<Arc<DebugInfo>>, String> {
+    pub fn debug_info(&self) -> Result<Option<Arc<DebugInfo>>, DwarfError> {
         self.debug.get_or_init(|| load_debug_info(self)).clone()
     }
 }

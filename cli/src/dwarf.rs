@@ -96,7 +96,7 @@ struct LazyIndex {
     /// Every unit is indexed (or a unit was bad: `error`).
     done: bool,
     /// Why indexing stopped early: bad DWARF in a unit.
-    error: Option<String>,
+    error: Option<DwarfError>,
     /// Units indexed so far.
     units: u64,
 }
@@ -177,20 +177,74 @@ pub(crate) fn has_debug_info(file: &object::File<'_>) -> bool {
         .is_some_and(|s| s.kind() != object::SectionKind::UninitializedData && s.size() > 0)
 }
 
-fn load_sections(file: &object::File<'static>) -> Result<gimli::Dwarf<R>, String> {
+/// Why the DWARF of a file could not be read.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DwarfError {
+    /// The file is not an object file `object` can parse.
+    #[error("{}: {source}", path.display())]
+    NotAnObject {
+        /// The file.
+        path: PathBuf,
+        /// What `object` says.
+        source: object::Error,
+    },
+    /// A section could not be read (or decompressed).
+    #[error("{}: section {section}: {source}", path.display())]
+    Section {
+        /// The file.
+        path: PathBuf,
+        /// The section's name.
+        section: &'static str,
+        /// What `object` says.
+        source: object::Error,
+    },
+    /// A unit's DWARF is malformed.
+    #[error("{}: bad DWARF: {source}", path.display())]
+    Bad {
+        /// The file.
+        path: PathBuf,
+        /// What gimli says.
+        source: gimli::Error,
+    },
+    /// The supplementary (dwz) file a debug file names is not there.
+    #[error("{}: supplementary debug file {alt} (build id {build_id}) not found", debug_file.display())]
+    SupplementaryMissing {
+        /// The debug file that names it (`.gnu_debugaltlink`).
+        debug_file: PathBuf,
+        /// The name it gives.
+        alt: String,
+        /// The build id it gives, in hex.
+        build_id: String,
+    },
+}
+
+impl From<DwarfError> for mpiq::TargetError {
+    fn from(e: DwarfError) -> Self {
+        mpiq::TargetError::Host(e.to_string())
+    }
+}
+
+fn load_sections(path: &Path, file: &object::File<'static>) -> Result<gimli::Dwarf<R>, DwarfError> {
     let endian = if file.is_little_endian() {
         gimli::RunTimeEndian::Little
     } else {
         gimli::RunTimeEndian::Big
     };
-    gimli::Dwarf::load(|id: gimli::SectionId| -> Result<R, String> {
+    gimli::Dwarf::load(|id: gimli::SectionId| -> Result<R, DwarfError> {
         let data: &'static [u8] = match file.section_by_name(id.name()) {
             Some(section) if section.kind() != object::SectionKind::UninitializedData => {
                 match section.uncompressed_data() {
                     Ok(std::borrow::Cow::Borrowed(b)) => b,
                     // Decompressed sections live as long as the cached file.
                     Ok(std::borrow::Cow::Owned(v)) => Vec::leak(v),
-                    Err(e) => return Err(format!("section {}: {e}", id.name())),
+                    Err(source) => {
+                        return Err(DwarfError::Section {
+                            path: path.to_path_buf(),
+                            section: id.name(),
+                            source,
+                        })
+                    }
                 }
             }
             _ => &[],
@@ -206,14 +260,18 @@ impl DebugInfo {
         data: &'static [u8],
         is_sup: bool,
         sup: Option<Arc<DebugInfo>>,
-    ) -> Result<DebugInfo, String> {
-        let file = object::File::parse(data).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut dwarf = load_sections(&file).map_err(|e| format!("{}: {e}", path.display()))?;
+    ) -> Result<DebugInfo, DwarfError> {
+        let not_an_object = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| DwarfError::NotAnObject { path, source }
+        };
+        let file = object::File::parse(data).map_err(not_an_object(path))?;
+        let mut dwarf = load_sections(path, &file)?;
         if let Some(sup) = &sup {
             // gimli resolves DW_FORM_GNU_strp_alt / strp_sup through its own
             // copy of the supplementary sections (same bytes, no copy).
-            let sup_file = object::File::parse(sup.data).map_err(|e| format!("{}: {e}", sup.path.display()))?;
-            dwarf.set_sup(load_sections(&sup_file)?);
+            let sup_file = object::File::parse(sup.data).map_err(not_an_object(&sup.path))?;
+            dwarf.set_sup(load_sections(&sup.path, &sup_file)?);
         }
         if is_sup {
             dwarf.file_type = gimli::DwarfFileType::Main;
@@ -271,7 +329,7 @@ impl DebugInfo {
     /// The index, extended a unit at a time until `enough` says it holds
     /// what the caller needs or every unit is in. An error only if a bad
     /// unit stopped it before that.
-    fn index_until(&self, enough: impl Fn(&TypeIndex) -> bool) -> Result<MutexGuard<'_, LazyIndex>, String> {
+    fn index_until(&self, enough: impl Fn(&TypeIndex) -> bool) -> Result<MutexGuard<'_, LazyIndex>, DwarfError> {
         // A panic while indexing leaves a consistent (shorter) index.
         let mut lazy = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         while !lazy.done && !enough(&lazy.index) {
@@ -279,14 +337,14 @@ impl DebugInfo {
             match lazy.headers.next() {
                 Ok(Some(header)) => {
                     lazy.units += 1;
-                    if let Err(e) = self.index_unit(header, &mut lazy.index) {
-                        lazy.error = Some(format!("{}: bad DWARF: {e}", self.path.display()));
+                    if let Err(source) = self.index_unit(header, &mut lazy.index) {
+                        lazy.error = Some(self.bad(source));
                         lazy.done = true;
                     }
                 }
                 Ok(None) => lazy.done = true,
-                Err(e) => {
-                    lazy.error = Some(format!("{}: bad DWARF: {e}", self.path.display()));
+                Err(source) => {
+                    lazy.error = Some(self.bad(source));
                     lazy.done = true;
                 }
             }
@@ -297,8 +355,16 @@ impl DebugInfo {
         }
     }
 
+    /// Malformed DWARF in this file.
+    fn bad(&self, source: gimli::Error) -> DwarfError {
+        DwarfError::Bad {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
     /// Indexes every unit now (otherwise lookups do, as far as they need).
-    pub fn prepare(&self) -> Result<(), String> {
+    pub fn prepare(&self) -> Result<(), DwarfError> {
         drop(self.index_until(|_| false)?);
         if let Some(sup) = &self.sup {
             sup.prepare()?;
@@ -361,7 +427,7 @@ impl DebugInfo {
 
     /// A named type in this file or its supplementary file: the complete
     /// definition if there is one, else a declaration (`complete == false`).
-    pub fn lookup(&self, ns: Namespace, name: &str) -> Result<Option<(DieRef, bool)>, String> {
+    pub fn lookup(&self, ns: Namespace, name: &str) -> Result<Option<(DieRef, bool)>, DwarfError> {
         let complete = |index: &TypeIndex| index.names[ns as usize].get(name).is_some_and(|s| s.complete);
         let own = self.index_until(complete)?.index.names[ns as usize].get(name).map(|s| {
             (

@@ -165,7 +165,7 @@ pub struct ElfObject {
     links: DebugLinks,
     has_dwarf: bool,
     /// The DWARF, once loaded (`crate::debugfile`).
-    pub(crate) debug: OnceLock<Result<Option<Arc<DebugInfo>>, String>>,
+    pub(crate) debug: OnceLock<Result<Option<Arc<DebugInfo>>, crate::dwarf::DwarfError>>,
     /// The symbol table of the separate debug file of a stripped object.
     pub(crate) debug_symtab: OnceLock<Option<Symbols>>,
     /// The separate debug file, once looked for (`crate::debugfile`).

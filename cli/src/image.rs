@@ -145,7 +145,7 @@ impl ProcessImage {
         match o.file.debug_info() {
             Ok(Some(d)) => Ok(d),
             Ok(None) => Err(TargetError::Host(format!("{}: no debug info", o.name))),
-            Err(e) => Err(TargetError::Host(e)),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -175,7 +175,8 @@ impl ProcessImage {
             }
         }
         if declaration.is_none() && !errors.is_empty() {
-            return Err(TargetError::Host(errors.join("; ")));
+            let words: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            return Err(TargetError::Host(words.join("; ")));
         }
         Ok(declaration)
     }
@@ -232,8 +233,7 @@ impl ProcessImage {
                     // The same object first (another unit), then all.
                     let own = self
                         .debug_of(obj)?
-                        .lookup(ns, name)
-                        .map_err(TargetError::Host)?
+                        .lookup(ns, name)?
                         .filter(|&(_, complete)| complete)
                         .map(|(d, _)| (obj, d));
                     let found = match own {
@@ -268,10 +268,10 @@ impl ProcessImage {
         let dbg = match self.objects[obj].file.debug_info() {
             Ok(Some(d)) => d,
             Ok(None) => return Ok(None),
-            Err(e) => return Err(TargetError::Host(e)),
+            Err(e) => return Err(e.into()),
         };
         for &ns in namespaces {
-            if let Some((r, true)) = dbg.lookup(ns, bare).map_err(TargetError::Host)? {
+            if let Some((r, true)) = dbg.lookup(ns, bare)? {
                 return Ok(Some(Self::encode(obj, r)));
             }
         }

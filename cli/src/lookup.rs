@@ -23,6 +23,10 @@ impl<M: crate::image::Memory> LookupTarget for Process<M> {
         }
         self.read_c_string(at, 4096).map(Some)
     }
+
+    fn as_target(&mut self) -> &mut dyn mpiq::Target {
+        self
+    }
 }
 
 /// Answers every question, as lines `KIND NAME VALUE` or as JSON.

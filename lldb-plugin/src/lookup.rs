@@ -95,14 +95,10 @@ fn old_form(args: &[String]) -> Result<Option<Lookup>, String> {
     };
     let bad = || format!("bad arguments to 'mpi lookup {what}' (see 'help mpi lookup')");
     let questions = match (what, rest) {
-        ("symbol", names) if !names.is_empty() => names.iter().map(|n| Question::Symbol(n.to_string())).collect(),
-        ("function", names) if !names.is_empty() => names.iter().map(|n| Question::Function(n.to_string())).collect(),
-        ("type", [name, fields @ ..]) => std::iter::once(Question::Sizeof(name.to_string()))
-            .chain(
-                fields
-                    .iter()
-                    .map(|f| Question::Offsetof(name.to_string(), f.to_string())),
-            )
+        ("symbol", names) if !names.is_empty() => names.iter().map(|n| Question::symbol(n)).collect(),
+        ("function", names) if !names.is_empty() => names.iter().map(|n| Question::function(n)).collect(),
+        ("type", [name, fields @ ..]) => std::iter::once(Question::size_of(name))
+            .chain(fields.iter().map(|f| Question::offset_of(name, f)))
             .collect(),
         ("read", [addr, len]) => {
             let addr = parse_number(addr).ok_or_else(|| format!("'{addr}' is not a number"))?;
@@ -111,9 +107,9 @@ fn old_form(args: &[String]) -> Result<Option<Lookup>, String> {
                 .ok()
                 .filter(|&l| l <= MAX_READ)
                 .ok_or_else(|| "LEN is too large (at most 1 MiB)".to_owned())?;
-            vec![Question::Read { addr, len }]
+            vec![Question::read(addr, len)]
         }
-        ("sizes", []) => vec![Question::Sizes, Question::Process],
+        ("sizes", []) => vec![Question::sizes(), Question::Process],
         ("symbol" | "function" | "type" | "read" | "sizes", _) => return Err(bad()),
         _ => return Ok(None),
     };
@@ -214,16 +210,16 @@ mod tests {
         assert_eq!(
             l.questions,
             [
-                Question::Sizeof("T".into()),
-                Question::Offsetof("T".into(), "a".into()),
-                Question::Offsetof("T".into(), "b".into())
+                Question::size_of("T"),
+                Question::offset_of("T", "a"),
+                Question::offset_of("T", "b")
             ]
         );
         assert_eq!(l.targets.as_deref(), Some("1"));
         let l = old_form(&words("sizes")).unwrap().unwrap();
-        assert_eq!(l.questions, [Question::Sizes, Question::Process]);
+        assert_eq!(l.questions, [Question::sizes(), Question::Process]);
         let l = old_form(&words("read 0x10 32")).unwrap().unwrap();
-        assert_eq!(l.questions, [Question::Read { addr: 16, len: 32 }]);
+        assert_eq!(l.questions, [Question::read(16, 32)]);
         assert!(old_form(&words("--symbol x")).unwrap().is_none());
         assert!(old_form(&words("symbol")).unwrap_err().contains("bad arguments"));
         assert!(old_form(&words("read 1 2000000")).unwrap_err().contains("too large"));

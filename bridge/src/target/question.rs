@@ -1,7 +1,8 @@
 //! The questions a debug library asks a target, and their answers, as
 //! values: one type for every place that carries, keeps or replays them
 //! (the helper's protocol, the answers sent ahead to the helper, the
-//! answer cache), as gimli's evaluator *asks* for what it needs.
+//! answer cache, recordings, the lookup diagnostic), as gimli's evaluator
+//! *asks* for what it needs.
 //!
 //! A question names a type by a handle of the caller's choice: the host's
 //! [`TypeId`] (the default: what a [`Target`] answers, what the helper asks

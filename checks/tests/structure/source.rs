@@ -637,3 +637,46 @@ pub fn test_ranges(text: &str) -> Vec<(usize, usize)> {
     walk_items(&ast.items, &mut out);
     out
 }
+
+/// The lines of a Rust file's non-test code where a `Result` carries a
+/// `String` as its error (`Result<T, String>`, `std::result::Result<..>`).
+pub fn string_error_lines(text: &str) -> Vec<usize> {
+    #[derive(Default)]
+    struct Found {
+        lines: Vec<usize>,
+    }
+    fn is_string(t: &syn::Type) -> bool {
+        matches!(t, syn::Type::Path(p) if p.qself.is_none()
+            && p.path.segments.last().is_some_and(|s| s.ident == "String" && s.arguments.is_none()))
+    }
+    impl<'a> Visit<'a> for Found {
+        fn visit_type_path(&mut self, t: &'a syn::TypePath) {
+            if let Some(last) = t.path.segments.last() {
+                if let syn::PathArguments::AngleBracketed(args) = &last.arguments {
+                    let types: Vec<&syn::Type> = args
+                        .args
+                        .iter()
+                        .filter_map(|a| match a {
+                            syn::GenericArgument::Type(t) => Some(t),
+                            _ => None,
+                        })
+                        .collect();
+                    if last.ident == "Result" && types.len() == 2 && is_string(types[1]) {
+                        self.lines.push(line_of(last.ident.span()));
+                    }
+                }
+            }
+            syn::visit::visit_type_path(self, t);
+        }
+    }
+    let Ok(ast) = syn::parse_file(text) else {
+        return Vec::new();
+    };
+    let mut f = Found::default();
+    f.visit_file(&ast);
+    let tests = test_ranges(text);
+    f.lines.retain(|l| !tests.iter().any(|(a, b)| (a..=b).contains(&l)));
+    f.lines.sort();
+    f.lines.dedup();
+    f.lines
+}
