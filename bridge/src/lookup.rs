@@ -424,7 +424,13 @@ pub fn answer<T: LookupTarget + ?Sized>(target: &mut T, lookup: &Lookup) -> Resu
         for q in lookup.questions.iter().filter(|q| q.kind() == kind) {
             let asked = match q {
                 Question::String(s) => {
-                    put(kind, s, target.string_symbol(s)?.map_or(Value::Missing, Value::Text));
+                    let text = match target.string_symbol(s) {
+                        // No string there (unreadable, or no NUL within
+                        // the limit) is an answer too.
+                        Err(TargetError::Unreadable { .. }) => None,
+                        other => other?,
+                    };
+                    put(kind, s, text.map_or(Value::Missing, Value::Text));
                     continue;
                 }
                 Question::Process => {
@@ -527,6 +533,8 @@ mod tests {
             memory[..12].copy_from_slice(b"fixture-lib\0");
             memory[32..40].copy_from_slice(&(BASE + 64).to_le_bytes());
             memory[64..79].copy_from_slice(b"pointer-string\0");
+            // No NUL from here to the end of memory.
+            memory[128..].fill(b'x');
             Fake { memory }
         }
     }
@@ -556,6 +564,7 @@ mod tests {
             Ok(match name {
                 "fx_name" => Some(BASE),
                 "fx_name_ptr" => Some(BASE + 32),
+                "fx_unterminated" => Some(BASE + 128),
                 _ => None,
             })
         }
@@ -628,6 +637,8 @@ mod tests {
         assert_eq!(v["sizeof"]["fx_node_t"], 104);
         assert_eq!(v["string"]["fx_name"], "fixture-lib");
         assert_eq!(ask("--json").unwrap(), "{}\n");
+        // Not a string: unreadable past its end, no NUL.
+        assert_eq!(ask("--string fx_unterminated").unwrap(), "string fx_unterminated -\n");
     }
 
     #[test]
