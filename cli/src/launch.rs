@@ -1,6 +1,7 @@
 //! `mpiq run [--timeout D] [--report DIR] [--detect] -- COMMAND...`: runs a
 //! job; if it has not finished by the timeout (or, with `--detect`, as
-//! soon as a check finds it deadlocked) it reports on it exactly as `mpiq
+//! soon as a check finds it deadlocked, or hung by the rule of
+//! [`mpiq::analysis::hang`]) it reports on it exactly as `mpiq
 //! job --starter PID` would ([`crate::run::job_samples`], one analysis
 //! rendered as text, JSON, DOT and SVG), ends it, and exits with 124. A job
 //! that finishes passes its exit status through. See `mpiq run --help`
@@ -13,6 +14,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
+use mpiq::analysis::hang::{hang_words, HangRule, HangState, HangWatch};
 use mpiq::analysis::Verdict;
 use mpiq::{DumpOptions, Format};
 use nix::sys::signal::Signal;
@@ -62,6 +66,15 @@ enum Ending {
         check: u32,
         starter: Starter,
         report: Box<Report>,
+    },
+    /// A `--detect` check found it hung: nothing changed for longer than
+    /// the rule allows.
+    Hang {
+        check: u32,
+        starter: Starter,
+        report: Box<Report>,
+        state: HangState,
+        rule: HangRule,
     },
 }
 
@@ -152,6 +165,11 @@ fn watch(job: &mut Job, args: &RunArgs, started: Instant, note: &dyn Fn(std::fmt
     let deadline = args.timeout.map(|t| started + t);
     let mut next_check = args.detect.then(|| started + args.detect_every);
     let mut checks = 0;
+    let rule = HangRule {
+        floor_ms: u64::try_from(args.min_hang.as_millis()).unwrap_or(u64::MAX),
+        ..HangRule::default()
+    };
+    let mut hang = HangWatch::new(rule);
     loop {
         // A signal first: the job may have exited of the signal passed on.
         if let Some((sig, _)) = signals::passed_on() {
@@ -177,7 +195,29 @@ fn watch(job: &mut Job, args: &RunArgs, started: Instant, note: &dyn Fn(std::fmt
                         report: Box::new(report),
                     });
                 }
-                Ok((_, report)) => note(format_args!("check {checks}: {}", verdict_word(report.verdict()))),
+                Ok((starter, report)) => {
+                    let at = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    let state = hang.push(at, &report.snapshot, &cpu_of(&report.snapshot));
+                    let word = verdict_word(report.verdict());
+                    if state.hung {
+                        note(format_args!("check {checks}: {word}, hung"));
+                        return Watched::Hung(Ending::Hang {
+                            check: checks,
+                            starter,
+                            report: Box::new(report),
+                            state,
+                            rule,
+                        });
+                    }
+                    match &state.not_still {
+                        None => note(format_args!(
+                            "check {checks}: {word}; nothing changed for {} (hung after {})",
+                            mpiq::analysis::hang::duration_words(state.still_ms),
+                            mpiq::analysis::hang::duration_words(state.threshold_ms)
+                        )),
+                        Some(why) => note(format_args!("check {checks}: {word}; not still: {why}")),
+                    }
+                }
                 Err(why) => note(format_args!("check {checks}: not read: {why}")),
             }
             next_check = Some(Instant::now() + args.detect_every);
@@ -186,6 +226,20 @@ fn watch(job: &mut Job, args: &RunArgs, started: Instant, note: &dyn Fn(std::fmt
         let wake = [Some(now + POLL), deadline, next_check].into_iter().flatten().min();
         std::thread::sleep(wake.map_or(POLL, |w| w.saturating_duration_since(now)));
     }
+}
+
+/// The CPU time of each rank on this machine (ms): a process of another
+/// node (its `node` not this host's) has another machine's pid.
+fn cpu_of(snap: &mpiq::Snapshot) -> BTreeMap<i64, u64> {
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    snap.processes
+        .iter()
+        .filter(|p| p.node.as_deref().is_none_or(|n| n == here.trim()))
+        .filter_map(|p| {
+            let pid = i32::try_from(p.pid?).ok()?;
+            Some((i64::from(p.world_rank?), procs::Stat::of(pid)?.cpu_ms()))
+        })
+        .collect()
 }
 
 /// Why `mpiq run` could not read its job; a person reads it in the report.
@@ -255,6 +309,7 @@ fn text_options() -> DumpOptions {
 /// Reports on the hung job (stderr, `--report DIR`), then ends it.
 fn hung(job: &mut Job, tees: &mut [Tee; 2], args: &RunArgs, ending: Ending, started: Instant, verbose: bool) {
     let ran = started.elapsed();
+    let hung_found = matches!(ending, Ending::Hang { .. });
     let (why, analysis) = match ending {
         Ending::Timeout => (
             format!(
@@ -270,6 +325,25 @@ fn hung(job: &mut Job, tees: &mut [Tee; 2], args: &RunArgs, ending: Ending, star
             ),
             Ok((starter, *report)),
         ),
+        Ending::Hang {
+            check,
+            starter,
+            report,
+            state,
+            rule,
+        } => {
+            let words = match &report.analysis {
+                Some(a) => hang_words(&state, a, rule),
+                None => String::new(),
+            };
+            (
+                format!(
+                    "which --detect found hung (check {check}; checks every {}): {words}",
+                    fmt_duration(args.detect_every)
+                ),
+                Ok((starter, *report)),
+            )
+        }
     };
     let opts = text_options();
     let mut text = format!("mpiq run: ending the job, {why}\n");
@@ -287,7 +361,7 @@ fn hung(job: &mut Job, tees: &mut [Tee; 2], args: &RunArgs, ending: Ending, star
                 "  starter: {}, pid {} ({})",
                 starter.name, starter.pid, starter.how
             );
-            let _ = writeln!(text, "  verdict: {}\n", verdict_line(report.verdict()));
+            let _ = writeln!(text, "  verdict: {}\n", verdict_line(report, hung_found));
             text.push_str(&report::render(report, OutputFormat::Text, &opts));
             // The uncaught exception of a Python rank that left its script.
             let output: String = tees
@@ -420,19 +494,18 @@ fn verdict_word(v: Option<Verdict>) -> &'static str {
     }
 }
 
-/// The verdict in words, for the top of the report.
-fn verdict_line(v: Option<Verdict>) -> &'static str {
-    match v {
-        Some(Verdict::Deadlock) => {
-            "DEADLOCK: the ranks wait for each other for good (the analysis below says who waits for whom, and where)"
-        }
-        Some(Verdict::NoDeadlock) => {
-            "no deadlock: the ranks were making progress when read: the job is slow, or busy outside MPI \
-             communication (or the timeout is too short)"
-        }
-        Some(Verdict::Unknown) | None => {
-            "unknown: mpiq could not decide (the analysis below says what it could not read)"
-        }
+/// The report's verdict line: the word first (`DEADLOCK`, `HUNG` when
+/// --detect found the job hung), then the analysis's own summary, which
+/// names whom the ranks wait for and where.
+fn verdict_line(report: &Report, hung: bool) -> String {
+    let Some(a) = &report.analysis else {
+        return "unknown: mpiq could not decide (the report below says what it could not read)".into();
+    };
+    let rest = a.summary.split_once(": ").map_or(a.summary.as_str(), |(_, r)| r);
+    match (a.verdict, hung) {
+        (Verdict::Deadlock, _) => format!("DEADLOCK: {rest}"),
+        (v, true) => format!("HUNG, {}: {rest}", verdict_word(Some(v))),
+        (_, false) => a.summary.clone(),
     }
 }
 

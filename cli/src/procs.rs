@@ -29,6 +29,8 @@ pub struct Stat {
     pub pgrp: i32,
     /// The start time.
     pub start: u64,
+    /// CPU time used, user and system, in clock ticks (`USER_HZ`).
+    pub cpu_ticks: u64,
 }
 
 impl Stat {
@@ -45,7 +47,14 @@ impl Stat {
             ppid: rest.get(1)?.parse().ok()?,
             pgrp: rest.get(2)?.parse().ok()?,
             start: rest.get(19)?.parse().ok()?,
+            cpu_ticks: rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?,
         })
+    }
+
+    /// The CPU time used, in ms: `/proc` counts in `USER_HZ`, which Linux
+    /// fixes at 100 on x86_64 and aarch64 (`sysconf(_SC_CLK_TCK)`).
+    pub fn cpu_ms(&self) -> u64 {
+        self.cpu_ticks * 10
     }
 
     /// The stat of `pid`, if it exists.

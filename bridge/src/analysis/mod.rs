@@ -47,6 +47,7 @@
 mod calls;
 mod graph;
 mod groups;
+pub mod hang;
 mod inputs;
 mod job;
 mod matching;

@@ -11,8 +11,10 @@ Examples:
   mpiq run --timeout 10m --report mpiq-report -- mpirun -n 4 ./test
       in CI: a test still running after 10 minutes is read (queues, stacks,
       verdict: on stderr and in mpiq-report/, to upload as an artifact), then ended
-  mpiq run --timeout 2h --detect -- srun -n 64 ./solver
-      also end it as soon as a check (every 30s) finds the ranks deadlocked
+  mpiq run --detect -- srun -n 64 ./solver
+      end it as soon as a check (every 30s) finds it deadlocked, or hung: its
+      ranks waiting on something that has not moved for longer than the job's
+      own earlier pauses explain (no timeout to guess)
   mpiq run --timeout 30m --report out -- make check
       the starter is looked for under the command (make, bash -c, a test runner)
 
@@ -32,9 +34,20 @@ that has an MPIR_proctable and is not an MPI rank. When there is none, the
 report says so and the job is ended all the same.
 
 --detect: --detect-every after the start, and --detect-every after each check,
-mpiq reads the job (the ranks are stopped for moments, twice); only a
-\"deadlock\" verdict ends it: \"no deadlock\", \"unknown\" or a check that could
-not read the job (it has not started its ranks yet) never do.
+mpiq reads the job (the ranks are stopped for moments, twice). A check ends the
+job when its verdict is \"deadlock\", or when the job is hung: some ranks wait
+(or poll) in MPI, and since the first of at least 3 checks in a row nothing in
+the job has changed (no rank's place, calling frames or queues) for at least
+  max(--min-hang, 3 x the longest the job stood still before and moved on)
+The job's own pauses are learnt from the checks before: a job that once stood
+still for 40 s and went on is called hung only after 2 min of it; a job never
+seen still, after --min-hang (60s). A rank's place is its blocking MPI call,
+the caller and the contents of its calling frames (the same call in the next
+iteration is a move), a polling call (MPI_Test, MPI_Iprobe) and its caller, or
+outside MPI its frames in the application (a loop calling helpers is one place);
+a rank whose stacks cannot be read keeps the job from being called still. A
+check that could not read the job (it has not started its ranks yet) ends
+nothing. The report says what was seen, for how long, and the rule applied.
 
 Report files (--report DIR): DIR is created if missing; these files, of an
 earlier run, are removed at the start; they are written when the job is ended:
@@ -55,7 +68,8 @@ mpiq's, or /dev/null when that is a terminal (the job runs in the background).
 
 Exit status:
   N       the job finished by itself with status N (killed by signal S: 128+S)
-  124     the job was ended: --timeout passed, or --detect found a deadlock
+  124     the job was ended: --timeout passed, or --detect found it deadlocked
+          or hung
           (the report says which, and what mpiq found or why it could not read
           the job); a job may exit with 124 of its own, as under timeout(1)
   125     mpiq run failed: --report DIR cannot be created, or the job's exit
@@ -79,9 +93,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
     /// Check the job every --detect-every and end it, with the report, as
-    /// soon as it is deadlocked (never on "no deadlock" or "unknown").
+    /// soon as it is deadlocked or hung (see below).
     #[arg(long)]
     pub detect: bool,
+    /// --detect never calls a job hung before it has stood still this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_positive_duration, requires = "detect")]
+    pub min_hang: Duration,
     /// How often --detect checks (the first check after this long).
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration, requires = "detect")]
     pub detect_every: Duration,

@@ -1,0 +1,230 @@
+//! The hang rule on synthetic samples: a job that stands still past its
+//! threshold is hung, one that moves or shows its rhythm is not.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::analysis::testutil::{process, snapshot, world};
+use crate::snapshot::model::{Frame, MpiCall, Stacks, ThreadStack};
+
+const LIBMPI: &str = "/opt/mpi/lib/libmpi.so.40";
+const LIBM: &str = "/lib/x86_64-linux-gnu/libm.so.6";
+const APP: &str = "/opt/u/solver";
+
+fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
+    Frame {
+        pc: "0x1".into(),
+        function: Some(function.into()),
+        object: Some(object.into()),
+        file: line.map(|_| "solver.c".to_string()),
+        line,
+        ..Frame::default()
+    }
+}
+
+/// A rank in `MPI_Allreduce` from `main`, its calling frames' digest `state`.
+fn in_allreduce(rank: i32, state: &str) -> ProcessSnapshot {
+    let mut p = process(rank, vec![world(4, i64::from(rank))]);
+    p.stacks = Some(Stacks {
+        threads: vec![ThreadStack {
+            tid: 10,
+            frames: vec![
+                frame("opal_progress", LIBMPI, None),
+                frame("PMPI_Allreduce", LIBMPI, None),
+                frame("main", APP, Some(88)),
+            ],
+            ..ThreadStack::default()
+        }],
+        calls: vec![MpiCall {
+            tid: 10,
+            frame: 1,
+            call: "allreduce".into(),
+            state: Some(state.into()),
+            ..MpiCall::default()
+        }],
+        ..Stacks::default()
+    });
+    p
+}
+
+/// A rank computing in `smooth` (innermost `inner`, a libm call or a
+/// helper) called from `main`.
+fn computing(rank: i32, inner: &str) -> ProcessSnapshot {
+    let mut p = process(rank, vec![world(4, i64::from(rank))]);
+    let mut frames = vec![];
+    if inner == "exp" {
+        frames.push(frame("exp", LIBM, None));
+    } else {
+        frames.push(frame(inner, APP, Some(12)));
+    }
+    frames.push(frame("smooth", APP, Some(31)));
+    frames.push(frame("main", APP, Some(80)));
+    p.stacks = Some(Stacks {
+        threads: vec![ThreadStack {
+            tid: 10,
+            frames,
+            ..ThreadStack::default()
+        }],
+        ..Stacks::default()
+    });
+    p
+}
+
+/// Ranks 0-2 in one allreduce (iteration `it`), rank 3 computing.
+fn stuck_job(it: u32, inner: &str) -> Snapshot {
+    let mut ps: Vec<ProcessSnapshot> = (0..3).map(|r| in_allreduce(r, &format!("it{it}"))).collect();
+    ps.push(computing(3, inner));
+    snapshot(ps)
+}
+
+fn none() -> BTreeMap<i64, u64> {
+    BTreeMap::new()
+}
+
+#[test]
+fn a_job_standing_still_is_hung_only_past_the_floor_and_never_on_few_samples() {
+    let rule = HangRule {
+        floor_ms: 60_000,
+        factor: 3.0,
+    };
+    let mut w = HangWatch::new(rule);
+    // Its helpers change under `smooth`: the same place all along.
+    let inner = ["exp", "update", "exp", "norm"];
+    let mut last = HangState::default();
+    for (i, t) in [0u64, 30_000, 59_000].iter().enumerate() {
+        last = w.push(*t, &stuck_job(1, inner[i]), &none());
+        assert!(!last.hung, "at {t} ms: {last:?}");
+    }
+    assert_eq!(last.still_ms, 59_000);
+    assert_eq!(last.still_samples, 3);
+    let s = w.push(60_000, &stuck_job(1, inner[3]), &none());
+    assert!(s.hung, "{s:?}");
+    assert_eq!(s.threshold_ms, 60_000);
+    assert_eq!(s.ranks_still_ms.get(&3), Some(&60_000));
+    // Two samples past the floor are not enough.
+    let mut w = HangWatch::new(rule);
+    w.push(0, &stuck_job(1, "exp"), &none());
+    let s = w.push(120_000, &stuck_job(1, "exp"), &none());
+    assert!(!s.hung && s.still_ms == 120_000, "{s:?}");
+}
+
+#[test]
+fn a_job_that_moves_is_not_hung_and_its_longest_stillness_is_its_normal() {
+    let mut w = HangWatch::new(HangRule {
+        floor_ms: 10_000,
+        factor: 3.0,
+    });
+    // Iterations of 5 s, sampled every 5 s: every sample moved on.
+    for i in 0..10u32 {
+        let s = w.push(u64::from(i) * 5_000, &stuck_job(i, "exp"), &none());
+        assert!(!s.hung, "{s:?}");
+        assert_eq!(s.still_ms, 0);
+    }
+    // One long phase of 20 s (samples at 50, 55, 60, 65 s the same): not
+    // hung at the floor's 10 s? It is: nothing taught otherwise yet.
+    let s = w.push(55_000, &stuck_job(9, "exp"), &none());
+    assert_eq!(s.still_ms, 10_000, "{s:?}");
+    assert!(!s.hung, "two samples: {s:?}");
+    let s = w.push(60_000, &stuck_job(9, "exp"), &none());
+    assert!(s.hung, "{s:?}");
+    // It moves on at 65 s: its normal is now 40 - 65 s, 25 s (from the
+    // sample before the still ones to the one that moved: an upper bound).
+    let s = w.push(65_000, &stuck_job(10, "exp"), &none());
+    assert!(!s.hung);
+    assert_eq!(s.normal_ms, 25_000);
+    assert_eq!(s.threshold_ms, 75_000);
+    // The same stillness again is now within what the job does.
+    for t in [70_000u64, 80_000, 100_000, 139_000] {
+        let s = w.push(t, &stuck_job(10, "exp"), &none());
+        assert!(!s.hung, "at {t}: {s:?}");
+    }
+    let s = w.push(140_000, &stuck_job(10, "exp"), &none());
+    assert!(s.hung, "{s:?}");
+    // Elsewhere in the application is a move.
+    let mut elsewhere = stuck_job(10, "exp");
+    if let Some(st) = elsewhere.processes[3].stacks.as_mut() {
+        st.threads[0].frames[2].line = Some(95);
+    }
+    assert_eq!(w.push(141_000, &elsewhere, &none()).still_ms, 0);
+}
+
+#[test]
+fn unknown_stacks_or_nobody_waiting_is_never_still() {
+    let mut w = HangWatch::new(HangRule {
+        floor_ms: 1,
+        factor: 1.0,
+    });
+    let mut blind = stuck_job(1, "exp");
+    blind.processes[1].stacks = None;
+    for t in 0..5u64 {
+        let s = w.push(t * 1000, &blind, &none());
+        assert!(!s.hung);
+        assert_eq!(s.not_still.as_deref(), Some("the stacks of rank 1 are not known"));
+    }
+    // Every rank computing, the same place every time: busy, not waiting.
+    let busy = snapshot((0..4).map(|r| computing(r, "exp")).collect());
+    let mut w = HangWatch::new(HangRule {
+        floor_ms: 1,
+        factor: 1.0,
+    });
+    for t in 0..5u64 {
+        let s = w.push(t * 1000, &busy, &none());
+        assert!(!s.hung);
+        assert_eq!(s.not_still.as_deref(), Some("no rank waits in MPI"));
+    }
+}
+
+#[test]
+fn a_changed_queue_is_a_move() {
+    let mut w = HangWatch::new(HangRule {
+        floor_ms: 1,
+        factor: 1.0,
+    });
+    let a = stuck_job(1, "exp");
+    let mut b = a.clone();
+    b.processes[0].communicators[0].name = "other".into();
+    for (t, s) in [(0u64, &a), (1000, &b), (2000, &a), (3000, &b)] {
+        let st = w.push(t, s, &none());
+        assert!(!st.hung, "{st:?}");
+    }
+}
+
+#[test]
+fn cpu_used_while_still_is_kept_and_said() {
+    let mut w = HangWatch::new(HangRule {
+        floor_ms: 1_000,
+        factor: 3.0,
+    });
+    let cpu = |c3: u64| BTreeMap::from([(0, 5), (3, c3)]);
+    w.push(0, &stuck_job(1, "exp"), &cpu(100));
+    w.push(1_000, &stuck_job(1, "exp"), &cpu(1_100));
+    let s = w.push(2_000, &stuck_job(1, "exp"), &cpu(2_090));
+    assert!(s.hung);
+    assert_eq!(s.cpu_while_still_ms.get(&3), Some(&1_990));
+    assert_eq!(s.cpu_while_still_ms.get(&0), Some(&0));
+    let a = crate::analysis::analyze(&stuck_job(1, "exp"), None);
+    let words = hang_words(&s, &a, w.rule());
+    assert!(
+        words.starts_with("nothing in the job changed for 2 s (3 samples)"),
+        "{words}"
+    );
+    assert!(words.contains("rank 3 used the CPU all along"), "{words}");
+    assert!(
+        words.contains("before, it never stood still across two samples"),
+        "{words}"
+    );
+    assert!(
+        words.ends_with("it is called hung after max(1 s, 3 × that) = 1 s"),
+        "{words}"
+    );
+}
+
+#[test]
+fn durations_in_words() {
+    assert_eq!(duration_words(850), "850 ms");
+    assert_eq!(duration_words(42_000), "42 s");
+    assert_eq!(duration_words(250_000), "4 min 10 s");
+    assert_eq!(duration_words(120_000), "2 min");
+    assert_eq!(duration_words(7_500_000), "2 h 5 min");
+    assert_eq!(duration_words(7_200_000), "2 h");
+}
