@@ -52,11 +52,18 @@ pub enum Example {
     /// The harness runs `compute` (not a deadlock); `.args(["join"])` puts rank 0's main
     /// thread in `pthread_join` (deadlock, cycle [0,1]).
     Threads,
+    /// `livelock.c`: every rank polls with `MPI_Iprobe` for a message no one sends (a hang,
+    /// no deadlock; ranks use CPU).
+    Livelock,
+    /// `irregular.c [SECONDS [LONG]]`: healthy, with irregular compute phases that grow over
+    /// the run, I/O phases, and one LONG-second phase of rank 0; exits 0 after SECONDS
+    /// (harness default `3`, no long phase).
+    Irregular,
 }
 
 impl Example {
     /// Every example, in a stable order.
-    pub const ALL: [Example; 15] = [
+    pub const ALL: [Example; 17] = [
         Example::Ring,
         Example::NamedComms,
         Example::Unexpected,
@@ -72,6 +79,8 @@ impl Example {
         Example::Waitany,
         Example::Healthy,
         Example::Threads,
+        Example::Livelock,
+        Example::Irregular,
     ];
 
     /// The file stem: `examples/<name>.c`, and the executable's name.
@@ -92,6 +101,8 @@ impl Example {
             Example::Waitany => "waitany",
             Example::Healthy => "healthy",
             Example::Threads => "threads",
+            Example::Livelock => "livelock",
+            Example::Irregular => "irregular",
         }
     }
 
@@ -115,6 +126,7 @@ impl Example {
     pub const fn default_args(self) -> &'static [&'static str] {
         match self {
             Example::ManyOps | Example::DeepStack => &["100"],
+            Example::Irregular => &["3"],
             Example::Waitany => &["any"],
             Example::Threads => &["compute"],
             _ => &[],
@@ -132,7 +144,7 @@ impl Example {
     /// Whether the program exits by itself (only `slow`); the others wait until killed
     /// (`healthy` keeps exchanging until then).
     pub const fn runs_to_completion(self) -> bool {
-        matches!(self, Example::Slow)
+        matches!(self, Example::Slow | Example::Irregular)
     }
 
     /// Whether the program can be built and run with `mpi`.

@@ -79,6 +79,8 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     openmpi_waitany: OpenMpi, Waitany;
     openmpi_healthy: OpenMpi, Healthy;
     openmpi_threads: OpenMpi, Threads;
+    openmpi_livelock: OpenMpi, Livelock;
+    openmpi_irregular: OpenMpi, Irregular;
     mpich_ring: Mpich, Ring;
     mpich_named_comms: Mpich, NamedComms;
     mpich_unexpected: Mpich, Unexpected;
@@ -94,6 +96,8 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     mpich_waitany: Mpich, Waitany;
     mpich_healthy: Mpich, Healthy;
     mpich_threads: Mpich, Threads;
+    mpich_livelock: Mpich, Livelock;
+    mpich_irregular: Mpich, Irregular;
     openmpi5_ring: OpenMpi5, Ring;
     openmpi5_named_comms: OpenMpi5, NamedComms;
     openmpi5_unexpected: OpenMpi5, Unexpected;
@@ -109,6 +113,8 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     openmpi5_waitany: OpenMpi5, Waitany;
     openmpi5_healthy: OpenMpi5, Healthy;
     openmpi5_threads: OpenMpi5, Threads;
+    openmpi5_livelock: OpenMpi5, Livelock;
+    openmpi5_irregular: OpenMpi5, Irregular;
     mpich_ch4_ring: MpichCh4, Ring;
     mpich_ch4_named_comms: MpichCh4, NamedComms;
     mpich_ch4_unexpected: MpichCh4, Unexpected;
@@ -124,12 +130,14 @@ mpiq_tests::per_example! { starts_and_cleans_up;
     mpich_ch4_waitany: MpichCh4, Waitany;
     mpich_ch4_healthy: MpichCh4, Healthy;
     mpich_ch4_threads: MpichCh4, Threads;
+    mpich_ch4_livelock: MpichCh4, Livelock;
+    mpich_ch4_irregular: MpichCh4, Irregular;
 }
 
 #[test]
 fn every_example_has_a_start_test() {
     // The macro above must list every (MPI, example) pair.
-    assert_eq!(Example::ALL.len() * Mpi::all().len(), 60);
+    assert_eq!(Example::ALL.len() * Mpi::all().len(), 68);
 }
 
 /// The second variants of the two-variant examples (`waitany all`, `threads join`) start too,

@@ -4,7 +4,10 @@
 //! waits.svg, job-output.txt) and ended, exit status 124, with every
 //! process it started gone; a job that finishes passes its exit status
 //! through (0, and a failing one); `--detect` ends a deadlocked job early
-//! and lets a healthy, communicating one run to its end; the starter is
+//! and lets a healthy, communicating one run to its end; `--detect`
+//! without `--timeout` ends hung jobs that are no deadlock (a rank
+//! computing while the others wait for it, a livelock of `MPI_Iprobe`) and
+//! lets a job with long, irregular and growing phases finish; the starter is
 //! found under a wrapper; a command with no starter is reported and ended
 //! (SIGKILL when it ignores SIGTERM); a signal to mpiq run is passed on,
 //! and a SIGKILLed mpiq run leaves no job behind (its watchdog).
@@ -425,4 +428,92 @@ fn a_hung_python_job_reports_the_raising_ranks_traceback_openmpi() {
 #[test]
 fn a_hung_python_job_reports_the_raising_ranks_traceback_mpich() {
     python_traceback(Mpi::Mpich);
+}
+
+/// `--detect` with no `--timeout` (checks every 5 s, --min-hang at its
+/// default) on a job that hangs without a deadlock: ended with 124 once it
+/// stood still past the rule, the report saying so and naming `names`.
+fn detect_hang(mpi: Mpi, example: Example, nprocs: usize, names: &[&str]) {
+    gdb::require_ptrace();
+    let _cpu = shared();
+    let args = ["--detect", "--detect-every", "5s", "-v"];
+    let (mut cmd, _job_dir) = mpiq_run(&args, mpi, (example, nprocs, &[]), false);
+    cmd.env("MPIQ_EXAMPLE_LIFETIME", "400");
+    let running = spawn(cmd);
+    let started = ready(&running, nprocs);
+    let r = running.wait_within(Duration::from_secs(300));
+    assert_eq!(r.code(), Some(EXIT_HUNG), "{r}");
+    r.assert_stderr("ending the job, which --detect found hung (check ");
+    r.assert_stderr("nothing in the job changed for ");
+    r.assert_stderr("it is called hung after max(1 min, 3 × that) = ");
+    r.assert_stderr("verdict: HUNG, ");
+    for n in names {
+        r.assert_stderr(n);
+    }
+    // Never before --min-hang, and not long after: 3 checks of 5 s past it.
+    assert!(
+        r.elapsed >= Duration::from_secs(60) && r.elapsed < Duration::from_secs(60 + 5 * 5 + 30),
+        "ended after {:?}: {r}",
+        r.elapsed
+    );
+    eprintln!("[hang] {example} under {mpi}: ended after {:.1?}", r.elapsed);
+    assert_all_gone(&started, Duration::from_secs(10));
+}
+
+#[test]
+fn detect_ends_a_job_waiting_for_a_computing_rank_openmpi() {
+    detect_hang(
+        Mpi::OpenMpi,
+        Example::AnySourceComputing,
+        3,
+        &["rank 1 is computing", "rank 2 waits in MPI_Recv from rank 0"],
+    );
+}
+
+#[test]
+fn detect_ends_a_job_waiting_for_a_computing_rank_mpich() {
+    detect_hang(
+        Mpi::Mpich,
+        Example::AnySourceComputing,
+        3,
+        &["rank 1 is computing", "rank 2 waits in MPI_Recv from rank 0"],
+    );
+}
+
+#[test]
+fn detect_ends_a_livelock_openmpi() {
+    detect_hang(Mpi::OpenMpi, Example::Livelock, 4, &["ranks 0-3 wait in MPI_Iprobe"]);
+}
+
+#[test]
+fn detect_ends_a_livelock_mpich() {
+    detect_hang(Mpi::Mpich, Example::Livelock, 4, &["ranks 0-3 wait in MPI_Iprobe"]);
+}
+
+/// `irregular 150 25` (compute phases that grow, one of 25 s, I/O) under
+/// `--detect` with no `--timeout`: never ended, never called hung.
+fn detect_irregular(mpi: Mpi) {
+    gdb::require_ptrace();
+    let _cpu = alone();
+    let args = ["--detect", "--detect-every", "5s", "-v"];
+    let (mut cmd, _job_dir) = mpiq_run(&args, mpi, (Example::Irregular, 4, &["150", "25"]), false);
+    cmd.env("MPIQ_EXAMPLE_LIFETIME", "400");
+    let running = spawn(cmd);
+    let started = ready(&running, 4);
+    let r = running.wait_within(Duration::from_secs(400));
+    assert_eq!(r.code(), Some(0), "{r}");
+    assert!(!r.stderr.contains("ending the job"), "{r}");
+    assert!(!r.stderr.contains("hung"), "{r}");
+    let checks = r.stderr.matches(" s] check ").count();
+    assert!(checks >= 20, "only {checks} checks saw the job: {r}");
+    eprintln!(
+        "[hang] irregular under {mpi}: {checks} checks, {:.1?}, no false alarm",
+        r.elapsed
+    );
+    assert_all_gone(&started, Duration::from_secs(10));
+}
+
+#[test]
+fn detect_lets_an_irregular_slow_job_finish_openmpi() {
+    detect_irregular(Mpi::OpenMpi);
 }
