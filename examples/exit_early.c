@@ -9,28 +9,38 @@
  *   rank n-1:      prints READY, calls MPI_Finalize and exits 0 without
  *                  sending (a forgotten send on an early exit path).
  *
- * How the rank gets out: Open MPI's MPI_Finalize begins with a barrier of
- * the whole job (a PMIx fence), which would keep rank n-1 inside
- * MPI_Finalize; the program sets OMPI_MCA_async_mpi_finalize=1 in its own
- * environment before MPI_Init (Open MPI's documented "do not perform a
- * barrier at the beginning of MPI_Finalize"; MPICH ignores it), so rank
- * n-1 really exits. A rank that ends *without* MPI_Finalize, or is killed,
- * makes mpirun and hydra end the whole job: nothing is left to look at.
- * Having finalized and exited 0, rank n-1 is a normal exit to the
- * starters, which wait for the other ranks; those wait forever.
+ * How the rank gets out, per MPI (tried, not assumed):
+ * - Open MPI (4.1 and 5): MPI_Finalize begins with a barrier of the whole
+ *   job (a PMIx fence), which would keep rank n-1 inside MPI_Finalize; the
+ *   program sets OMPI_MCA_async_mpi_finalize=1 in its own environment
+ *   before MPI_Init (the MCA parameter "do not perform a barrier at the
+ *   beginning of MPI_Finalize"), so rank n-1 really exits 0. Having
+ *   finalized, that is a normal exit to mpirun, which waits for the other
+ *   ranks; those wait forever.
+ * - MPICH (ch3 and ch4): the variable means nothing to it, and its
+ *   MPI_Finalize waits for every connection to close (ch3's
+ *   MPIDI_CH3U_VC_WaitForClose), which the others never do: rank n-1
+ *   stays in MPI_Finalize. A rank that exits without MPI_Finalize makes
+ *   hydra kill the whole job ("BAD TERMINATION", signal 9), as a rank that
+ *   is killed makes both starters do: nothing would be left to look at.
  *
  * Queues on MPI_COMM_WORLD (both MPIs; Open MPI lengths in bytes, MPICH in
  * elements; sends empty everywhere):
  *   ranks 0..n-2:  receives: 1, from local rank n-1, tag 9, 1 MPI_INT,
  *                  pending (posted inside MPI_Recv, after READY).
- *   rank n-1:      no process (after READY, a moment later).
- * Where the ranks are (gdb): ranks 0..n-2 in PMPI_Recv from main.
+ *   rank n-1:      Open MPI: no process (a moment after READY); MPICH:
+ *                  nothing (in MPI_Finalize).
+ * Where the ranks are (gdb): ranks 0..n-2 in PMPI_Recv from main; under
+ * MPICH rank n-1 in PMPI_Finalize from main.
  *
- * Designed verdict (every MPI): unknown (a rank the job references has no
- * process: mpiq cannot read it, so it cannot show a cycle or a way out),
- * and the summary's first sentence names it: "ranks 0-(n-2) wait in
+ * Designed verdict. Open MPI: unknown (a rank the job references has no
+ * process: mpiq cannot read it, so it can show neither a cycle nor a way
+ * out), and the summary's first sentence names it: "ranks 0-(n-2) wait in
  * MPI_Recv from rank n-1, tag 9 on MPI_COMM_WORLD (exit_early.c:LINE) for
- * rank n-1, which is not in the snapshot (exited, killed or never found)".
+ * rank n-1, which has exited (its process is gone from the job)" (or "is
+ * not in the snapshot" where the starter lists no process for it).
+ * MPICH: deadlock (every rank blocked in MPI, nothing changes between two
+ * samples: rank n-1 in MPI_Finalize, the others in MPI_Recv from it).
  */
 #include <mpi.h>
 #include <stdio.h>
