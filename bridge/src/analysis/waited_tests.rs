@@ -272,3 +272,44 @@ fn a_healthy_job_where_nobody_waits_keeps_its_summary() {
     let a = analyze(&snapshot(all), None);
     assert!(a.waited_on.is_empty(), "{:#?}", a.waited_on);
 }
+
+#[test]
+fn a_listed_process_that_exited_is_gone() {
+    // The CLI lists the starter's rank 2 but finds no process for it.
+    let mut gone = failed(2, "no process 4242");
+    gone.communicators.clear();
+    let s = snapshot(vec![in_recv(0, 3, 2), in_recv(1, 3, 2), gone]);
+    let a = analyze(&s, None);
+    assert_eq!(a.verdict, Verdict::Unknown, "{a:#?}");
+    assert_eq!(
+        first_sentence(&a.summary),
+        "unknown: ranks 0 and 1 wait in MPI_Recv from rank 2, tag 5 on MPI_COMM_WORLD (app.c:35) for rank 2, \
+         which has exited (its process is gone from the job)"
+    );
+    assert_eq!(a.waited_on[0].state, "gone");
+    // A process that failed for another reason is unreadable, not gone.
+    let s = snapshot(vec![in_recv(0, 3, 2), in_recv(1, 3, 2), failed(2, "permission denied")]);
+    let a = analyze(&s, None);
+    assert_eq!(a.waited_on[0].state, "unreadable", "{:#?}", a.waited_on);
+}
+
+#[test]
+fn waiters_whose_partners_are_unknown_are_attributed_with_a_hedge() {
+    // The barrier's communicator was not recovered (no argument values).
+    let mut ps: Vec<ProcessSnapshot> = (0..3).map(|r| in_collective(r, 4, "PMPI_Barrier", "barrier")).collect();
+    for p in &mut ps {
+        p.stacks.as_mut().unwrap().calls.clear();
+    }
+    ps.push(computing(3, 4));
+    let a = analyze(&snapshot(ps), None);
+    let sentence = "ranks 0-2 wait in MPI_Barrier (app.c:88) for rank 3 (whom they wait for is not known; it is \
+                    the only rank not blocked in MPI), which is computing in smooth (app.c:31)";
+    assert!(
+        a.summary.split_once(": ").unwrap().1.starts_with(sentence),
+        "{}",
+        a.summary
+    );
+    let w = &a.waited_on[0].waiters[0];
+    assert_eq!(w.ranks, vec![0, 1, 2]);
+    assert!(!w.partners_known);
+}
