@@ -59,11 +59,22 @@ pub enum Example {
     /// the run, I/O phases, and one LONG-second phase of rank 0; exits 0 after SECONDS
     /// (harness default `3`, no long phase).
     Irregular,
+    /// `compute_stuck.c`: ranks 0..n-2 in `MPI_Allreduce` on `MPI_COMM_WORLD`, rank n-1 looping
+    /// forever in its own `smooth()` (no MPI call): hung, not deadlocked.
+    ComputeStuck,
+    /// `pipe_stuck.c`: ranks 0..n-2 in `MPI_Recv` from rank n-1 (tag 8), rank n-1 blocked in
+    /// `read()` on a pipe no one writes, from `wait_for_token()`: hung, not deadlocked.
+    PipeStuck,
+    /// `exit_early.c`: ranks 0..n-2 in `MPI_Recv` from rank n-1 (tag 9); rank n-1 calls
+    /// `MPI_Finalize` and exits. Under Open MPI (the program turns off its finalize barrier)
+    /// rank n-1's process is gone a moment after READY; under MPICH it stays in
+    /// `MPI_Finalize`, which waits for the others (see the header).
+    ExitEarly,
 }
 
 impl Example {
     /// Every example, in a stable order.
-    pub const ALL: [Example; 17] = [
+    pub const ALL: [Example; 20] = [
         Example::Ring,
         Example::NamedComms,
         Example::Unexpected,
@@ -81,6 +92,9 @@ impl Example {
         Example::Threads,
         Example::Livelock,
         Example::Irregular,
+        Example::ComputeStuck,
+        Example::PipeStuck,
+        Example::ExitEarly,
     ];
 
     /// The file stem: `examples/<name>.c`, and the executable's name.
@@ -103,6 +117,9 @@ impl Example {
             Example::Threads => "threads",
             Example::Livelock => "livelock",
             Example::Irregular => "irregular",
+            Example::ComputeStuck => "compute_stuck",
+            Example::PipeStuck => "pipe_stuck",
+            Example::ExitEarly => "exit_early",
         }
     }
 
@@ -145,6 +162,13 @@ impl Example {
     /// (`healthy` keeps exchanging until then).
     pub const fn runs_to_completion(self) -> bool {
         matches!(self, Example::Slow | Example::Irregular)
+    }
+
+    /// Whether world rank `rank` of `n` may leave the job by itself once ready (the last
+    /// rank of `exit_early`, under the MPIs whose `MPI_Finalize` lets it): tests must not
+    /// expect it to run.
+    pub const fn rank_may_exit(self, rank: usize, n: usize) -> bool {
+        matches!(self, Example::ExitEarly) && rank + 1 == n
     }
 
     /// Whether the program can be built and run with `mpi`.

@@ -589,4 +589,4 @@ mod words;
 use collective::collective;
 use unlisted_recv::unlisted_recv;
 pub use words::RankWhere;
-pub(crate) use words::{ranks_said, where_list};
+pub(crate) use words::{caller_line, ranks_said, waiting_said, where_list};

@@ -28,6 +28,10 @@
 //!    in which every rank sits in the same blocking calls and nothing
 //!    changed or can match, the job is stalled: a deadlock, also when a
 //!    collective's communicator could not be recovered.
+//! 7. **Whom they wait for** (`waited.rs`): every rank blocked in MPI is
+//!    followed through the ranks it waits on that are blocked in MPI too,
+//!    to the ranks that are not (computing, blocked outside MPI, gone,
+//!    unreadable): [`Analysis::waited_on`], named first in the summary.
 //!
 //! ```
 //! use mpiq::analysis::{analyze, Verdict};
@@ -55,6 +59,7 @@ mod missing;
 mod model;
 mod progress;
 mod verdict;
+mod waited;
 mod words;
 
 #[cfg(test)]
@@ -65,9 +70,11 @@ mod stack_tests;
 mod tests;
 #[cfg(test)]
 mod testutil;
+#[cfg(test)]
+mod waited_tests;
 
 pub use calls::RankWhere;
-pub use model::{Analysis, Edge, EdgeKind, OpKind, Unmatched, Verdict};
+pub use model::{Analysis, Edge, EdgeKind, OpKind, Unmatched, Verdict, WaitedOn, Waiter};
 // The words of ranks, tags and communicators, as the renderers of the
 // analysis (`crate::render::verdict`) say them too.
 pub(crate) use job::comm_words;

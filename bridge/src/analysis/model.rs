@@ -193,6 +193,70 @@ pub struct Analysis {
     /// (their processes' `queues_missing` says why).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stacks_only: Vec<i64>,
+    /// Whom the waiting ranks wait for in the end: every rank blocked in
+    /// MPI is followed through the ranks it waits on that are themselves
+    /// blocked in MPI, to the ranks that are not (computing, blocked
+    /// outside MPI, gone, unreadable); ranks at such ends with the same
+    /// description are one entry. Empty when no rank waits on such a rank
+    /// (nobody waits, or the waits only lead round a cycle).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waited_on: Vec<WaitedOn>,
+}
+
+/// Ranks at the end of other ranks' waits, not themselves waiting in MPI,
+/// for [`Analysis::waited_on`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitedOn {
+    /// The world ranks waited on, with the same description.
+    pub ranks: Vec<i64>,
+    /// What they are doing: `computing` (in their own code),
+    /// `blocked_outside_mpi` (a system call, a lock, I/O), `in_mpi_unnamed`
+    /// (in the MPI library in a call its stack cannot name), `gone` (no
+    /// process in the snapshot: exited, killed, or not found),
+    /// `unreadable` (a process whose stacks are not known).
+    pub state: String,
+    /// In words, without the ranks: "is computing in smooth (solver.c:31)".
+    pub text: String,
+    /// The function they are in: the application's innermost one
+    /// (`smooth`), or the call outside MPI they are blocked in (`read`);
+    /// `null` when not known.
+    #[serde(default)]
+    pub function: Option<String>,
+    /// `file:line` of the application's innermost frame, when known.
+    #[serde(default)]
+    pub location: Option<String>,
+    /// The ranks waiting on them, directly or through other waiting ranks,
+    /// grouped by where they wait.
+    pub waiters: Vec<Waiter>,
+}
+
+/// Ranks waiting in MPI on a [`WaitedOn`] entry's ranks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiter {
+    /// The waiting world ranks, with the same description.
+    pub ranks: Vec<i64>,
+    /// The MPI call they wait in (`MPI_Allreduce`), when one.
+    #[serde(default)]
+    pub call: Option<String>,
+    /// `file:line` of the application's call, when known.
+    #[serde(default)]
+    pub location: Option<String>,
+    /// In words, without the ranks: "wait in MPI_Allreduce on
+    /// MPI_COMM_WORLD (solver.c:88)".
+    pub text: String,
+    /// They wait on the entry's ranks themselves (`false`: through other
+    /// waiting ranks).
+    pub direct: bool,
+    /// Whom they wait for is known (`false`: their partners could not be
+    /// named — a collective's communicator not recovered, queues not
+    /// readable — and the entry's ranks are among the ranks not blocked in
+    /// MPI, the only ones that can act).
+    #[serde(default = "yes")]
+    pub partners_known: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// What a verdict rests on.

@@ -15,7 +15,7 @@ use super::job::{comm_words, Job};
 use super::matching::{Target, Wait};
 use super::model::{Analysis, Edge, EdgeKind, Evidence, OpKind, Verdict};
 use super::words::{ranks_words, tag_words};
-use super::{MAX_CYCLES, MAX_EDGES};
+use super::{waited, MAX_CYCLES, MAX_EDGES};
 use crate::snapshot::model::MissingReason;
 use crate::stacks::names::CallClass;
 
@@ -365,6 +365,17 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         );
     }
 
+    // Whom the waiting ranks wait for in the end, named first.
+    let walk = waited::Scene {
+        snap: inp.stacks.snap,
+        job,
+        places: inp.stacks.places,
+        waits,
+        free: &inp.stacks.free,
+    };
+    let (waited_on, walk_note) = waited::waited_on(&walk);
+    notes.extend(walk_note);
+    let waited_words = waited::summary_words(&walk, &waited_on);
     let summary = match verdict {
         Verdict::Deadlock => {
             let mut parts: Vec<String> = Vec::new();
@@ -402,15 +413,21 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
             }
             let d: Vec<i64> = dead.iter().copied().collect();
             let whereabouts = ranks_said(inp.stacks.snap, job, inp.stacks.places, &d, 4);
-            match (&stall, whereabouts) {
+            let said = match (&stall, whereabouts) {
                 (Some(why), Some(w)) => format!("deadlock: {why}: {w}"),
                 (Some(why), None) => format!("deadlock: {why}"),
                 (None, Some(w)) => format!("deadlock: {w} — {}", parts.join("; ")),
                 (None, None) => format!("deadlock: {}", parts.join("; ")),
+            };
+            // Ranks waiting on a rank that is not blocked in MPI, besides
+            // the cycle: not lost behind it.
+            match &waited_words {
+                Some(w) => format!("{said}; besides, {w}"),
+                None => said,
             }
         }
         Verdict::Unknown => {
-            let mut parts: Vec<String> = Vec::new();
+            let mut parts: Vec<String> = waited_words.iter().cloned().collect();
             if nodes.is_empty() {
                 parts.push("the snapshot holds no process with a known rank".to_string());
             }
@@ -436,8 +453,12 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
             }
             format!("unknown: {}", parts.join("; "))
         }
-        Verdict::NoDeadlock => match (&progress_words, cleared.is_empty()) {
-            (Some(words), false) => format!("no deadlock: {words}"),
+        // While ranks wait on a rank, the summary says whom, first: never
+        // the all-clear.
+        Verdict::NoDeadlock => match (&waited_words, &progress_words, cleared.is_empty()) {
+            (Some(w), Some(words), false) => format!("no deadlock: {w}; {words}"),
+            (Some(w), _, _) => format!("no deadlock: {w}"),
+            (None, Some(words), false) => format!("no deadlock: {words}"),
             _ => "no deadlock found: every pending receive has a matching send or the sender can still run".to_string(),
         },
     };
@@ -514,6 +535,7 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         stalled: stall.is_some(),
         evidence,
         stacks_only: inp.stacks.stacks_only.iter().copied().collect(),
+        waited_on,
     }
 }
 

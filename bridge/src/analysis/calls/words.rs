@@ -42,7 +42,7 @@ fn said(verb_one: &str, verb_many: &str, rest: &str) -> Said {
 /// `solver.c:88` from a caller `main (solver.c:88)`: the last parenthesis,
 /// when it ends the words and names a line (a C++ caller's own name may
 /// hold parentheses: `std::function<void ()>::operator()`).
-fn caller_line(caller: &str) -> Option<&str> {
+pub(crate) fn caller_line(caller: &str) -> Option<&str> {
     let inner = caller.get(caller.rfind(" (")? + 2..)?.strip_suffix(')')?;
     inner
         .rsplit_once(':')
@@ -224,6 +224,35 @@ fn place_said(snap: &Snapshot, pi: usize, place: &Place) -> (&'static str, Said)
             )
         }
     }
+}
+
+/// How a rank waits in MPI, for [`crate::analysis::Waiter`]: its
+/// description in the singular and the plural, without the rank ("waits
+/// in MPI_Allreduce on MPI_COMM_WORLD (solver.c:88)"), its first call's
+/// C name and the `file:line` it was called from. `None` unless the rank
+/// is in a blocking MPI call.
+pub(crate) fn waiting_said(
+    snap: &Snapshot,
+    job: &Job,
+    places: &BTreeMap<i64, Place>,
+    r: i64,
+) -> Option<(String, String, Option<String>, Option<String>)> {
+    let (Some(place @ Place::InMpi(calls)), Some(&pi)) = (places.get(&r), job.procs.get(&r)) else {
+        return None;
+    };
+    let (_, s) = place_said(snap, pi, place);
+    // A collective "is in" its call; here every call is waited in.
+    let waits = |words: &str, is: &str, wait: &str| words.replace(&format!("{is} "), &format!("{wait} "));
+    let first = calls.first();
+    Some((
+        waits(&s.one, "is in", "waits in"),
+        waits(&s.many, "are in", "wait in"),
+        first.map(|c| c_name(&c.name)),
+        first
+            .and_then(|c| c.caller.as_deref())
+            .and_then(caller_line)
+            .map(str::to_string),
+    ))
 }
 
 /// Every rank's place in words; nothing when no process has stacks
