@@ -59,6 +59,9 @@ pub(crate) struct Call {
     /// A Python program past its script: how its stack says it came
     /// there (`Position::InMpi::python_exit`).
     pub python_exit: Option<crate::stacks::python::PythonExit>,
+    /// The application's call into another library that makes this MPI
+    /// call (`Position::InMpi::through`).
+    pub through: Option<crate::stacks::position::Through>,
 }
 
 /// The place of every rank with a process in the snapshot.
@@ -110,6 +113,7 @@ fn place(p: &ProcessSnapshot) -> Place {
                 caller,
                 python_call,
                 python_exit,
+                through,
                 ..
             } => {
                 if !class.blocks() {
@@ -130,6 +134,7 @@ fn place(p: &ProcessSnapshot) -> Place {
                     args,
                     python_call,
                     python_exit,
+                    through,
                 });
             }
         }
