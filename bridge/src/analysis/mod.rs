@@ -57,6 +57,8 @@ mod verdict;
 mod words;
 
 #[cfg(test)]
+mod library_tests;
+#[cfg(test)]
 mod python_tests;
 #[cfg(test)]
 mod stack_tests;
