@@ -162,7 +162,8 @@ fn call_keys(p: &Place) -> Option<Vec<CallKey>> {
     }
 }
 
-/// What two samples compare of a call: thread, call, caller, and the
+/// What two samples compare of a call: thread, call, caller (the
+/// application's call into a library, for a call made through one), and the
 /// digest of the calling frames ([`crate::stacks::state`]).
 type CallKey = (u64, String, Option<String>, Option<String>);
 
@@ -171,7 +172,11 @@ fn keys(calls: &[Call]) -> Vec<CallKey> {
         .iter()
         .map(|c| {
             let state = c.args.as_ref().and_then(|a| a.state.clone());
-            (c.tid, c.name.clone(), c.caller.clone(), state)
+            // Through a library, the application's call into it: two calls
+            // from different places of the application may share the
+            // library's internal caller.
+            let at = c.through.as_ref().map(|v| v.words()).or_else(|| c.caller.clone());
+            (c.tid, c.name.clone(), at, state)
         })
         .collect()
 }
@@ -221,9 +226,10 @@ fn short(p: &Place) -> String {
         Place::InMpiUnnamed(_) => "a call without a symbol in the MPI library".into(),
         Place::InMpi(calls) => calls
             .iter()
-            .map(|c| match &c.caller {
-                Some(at) => format!("{} from {at}", c_name(&c.name)),
-                None => c_name(&c.name),
+            .map(|c| match (&c.through, &c.caller) {
+                (Some(via), _) => format!("{} > {}", via.words(), c_name(&c.name)),
+                (None, Some(at)) => format!("{} from {at}", c_name(&c.name)),
+                (None, None) => c_name(&c.name),
             })
             .collect::<Vec<_>>()
             .join(" and "),

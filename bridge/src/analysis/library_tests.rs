@@ -113,6 +113,20 @@ fn the_verdict_names_the_applications_calls_into_the_library() {
         ("MPI_Barrier", "H5Fclose", "finish", Some(57))
     );
     assert_eq!(via.library.as_deref(), Some("libhdf5_openmpi.so.103"));
+    // A rank that moved is said to have moved in the same words.
+    let mut before = s.clone();
+    before.processes[3] = through_hdf5(3, "PMPI_Barrier", "H5AC__run_sync_point", "H5Fflush", "checkpoint", 50);
+    let (now, then) = (
+        calls::places(&s, &job::Job::new(&s)),
+        calls::places(&before, &job::Job::new(&before)),
+    );
+    let moved = calls::moved(&now, &then);
+    assert_eq!(
+        moved.get(&3).map(String::as_str),
+        Some(
+            "it moved from H5Fflush (checkpoint, app.c:50) > MPI_Barrier to H5Fclose (finish, app.c:57) > MPI_Barrier"
+        )
+    );
     // Calls made by the application itself list nothing.
     let direct = analyze(&snapshot(vec![process(0, vec![world(1, 0)])]), None);
     assert!(direct.where_.iter().all(|w| w.through.is_empty()));
