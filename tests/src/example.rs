@@ -70,6 +70,15 @@ pub enum Example {
     /// rank n-1's process is gone a moment after READY; under MPICH it stays in
     /// `MPI_Finalize`, which waits for the others (see the header).
     ExitEarly,
+    /// `hdf5_skip.c`: parallel HDF5 (Debian's `libhdf5-openmpi-dev`): ranks 0..n-2 in a
+    /// collective `H5Dwrite` (`write_field`), rank n-1 skips it and is in `H5Fclose`
+    /// (`finish`). Debian's Open MPI only; not in [`Example::ALL`] (see
+    /// [`Example::LIBRARIES`]).
+    Hdf5Skip,
+    /// `blacs_mismatch.c`: ScaLAPACK's BLACS (Debian's `libscalapack-openmpi-dev`): ranks
+    /// 0..n-2 in `Cdgsum2d` (`sum_norms`), rank n-1 in `Cblacs_barrier` (`sync_grid`).
+    /// Debian's Open MPI only; not in [`Example::ALL`].
+    BlacsMismatch,
 }
 
 impl Example {
@@ -97,6 +106,11 @@ impl Example {
         Example::ExitEarly,
     ];
 
+    /// The examples that make their MPI calls through a third-party library from the
+    /// distribution (built against Debian's Open MPI only, so they are not in
+    /// [`Example::ALL`], which every MPI builds).
+    pub const LIBRARIES: [Example; 2] = [Example::Hdf5Skip, Example::BlacsMismatch];
+
     /// The file stem: `examples/<name>.c`, and the executable's name.
     pub const fn name(self) -> &'static str {
         match self {
@@ -120,6 +134,8 @@ impl Example {
             Example::ComputeStuck => "compute_stuck",
             Example::PipeStuck => "pipe_stuck",
             Example::ExitEarly => "exit_early",
+            Example::Hdf5Skip => "hdf5_skip",
+            Example::BlacsMismatch => "blacs_mismatch",
         }
     }
 
@@ -158,6 +174,18 @@ impl Example {
         }
     }
 
+    /// The distribution library the program is linked with, after its source: a pkg-config
+    /// package (its `--cflags --libs`: `hdf5-openmpi` links the shared `libhdf5_openmpi`,
+    /// where `h5pcc` would link HDF5 statically into the program), or plain flags
+    /// (ScaLAPACK's pkg-config file names `lapack` and `blas` files Debian does not ship).
+    pub const fn library(self) -> Option<Library> {
+        match self {
+            Example::Hdf5Skip => Some(Library::PkgConfig("hdf5-openmpi")),
+            Example::BlacsMismatch => Some(Library::Flags(&["-lscalapack-openmpi"])),
+            _ => None,
+        }
+    }
+
     /// Whether the program exits by itself (only `slow`); the others wait until killed
     /// (`healthy` keeps exchanging until then).
     pub const fn runs_to_completion(self) -> bool {
@@ -193,6 +221,10 @@ impl Example {
             // (ch4:ucx) leaves it queued in UCX until the sender progresses, so two ranks never
             // get ready. (UCX_RNDV_THRESH=inf makes it start, but then the message goes eagerly
             // and is no longer the pending rendezvous send the example documents.)
+            (Example::Hdf5Skip | Example::BlacsMismatch, m) if m != Mpi::DebianOpenMpi => Some(
+                "the distribution's HDF5 and ScaLAPACK are built on Debian's Open MPI \
+                 (libhdf5-openmpi-dev, libscalapack-openmpi-dev): only that MPI runs them",
+            ),
             (Example::NamedComms, Mpi::DebianMpich) => Some(
                 "Debian's MPICH (ch4:ucx) sends a 64 KiB rendezvous header only when the \
                  sender progresses, and named_comms' sender makes no MPI call after MPI_Isend: \
@@ -206,6 +238,15 @@ impl Example {
     pub fn source(self) -> PathBuf {
         examples_source_dir().join(format!("{}.c", self.name()))
     }
+}
+
+/// How an example links its distribution library ([`Example::library`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Library {
+    /// `pkg-config --cflags --libs NAME`.
+    PkgConfig(&'static str),
+    /// These flags.
+    Flags(&'static [&'static str]),
 }
 
 impl fmt::Display for Example {
@@ -296,6 +337,11 @@ pub fn build_example(mpi: Mpi, example: Example) -> PathBuf {
     let mut args: Vec<std::ffi::OsString> = ["-g", "-O0", "-Wall"].iter().map(Into::into).collect();
     args.extend(example.cflags().iter().map(Into::into));
     args.push(source.clone().into_os_string());
+    match example.library() {
+        Some(Library::PkgConfig(name)) => args.extend(pkg_config(name).into_iter().map(Into::into)),
+        Some(Library::Flags(flags)) => args.extend(flags.iter().map(Into::into)),
+        None => {}
+    }
     compile(&mpi.mpicc(), &args, &exe, &format!("example `{example}` with {mpi}"));
     exe
 }
@@ -331,6 +377,26 @@ pub fn compile(compiler: &Path, args: &[std::ffi::OsString], out: &Path, what: &
         let _ = fs::remove_file(&tmp);
         panic!("cannot move {} to {}: {e}", tmp.display(), out.display())
     });
+}
+
+/// `pkg-config --cflags --libs NAME`, split at whitespace.
+///
+/// # Panics
+/// If pkg-config fails (the package is not installed: `scripts/testbed` installs it).
+fn pkg_config(name: &str) -> Vec<String> {
+    let out = Command::new("pkg-config")
+        .args(["--cflags", "--libs", name])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run pkg-config: {e}"));
+    assert!(
+        out.status.success(),
+        "pkg-config {name} failed (run scripts/testbed, which installs it): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
 }
 
 fn mtime(path: &Path) -> Option<SystemTime> {

@@ -59,6 +59,9 @@ pub(crate) struct Call {
     /// A Python program past its script: how its stack says it came
     /// there (`Position::InMpi::python_exit`).
     pub python_exit: Option<crate::stacks::python::PythonExit>,
+    /// The application's call into another library that makes this MPI
+    /// call (`Position::InMpi::through`).
+    pub through: Option<crate::stacks::position::Through>,
 }
 
 /// The place of every rank with a process in the snapshot.
@@ -110,6 +113,7 @@ fn place(p: &ProcessSnapshot) -> Place {
                 caller,
                 python_call,
                 python_exit,
+                through,
                 ..
             } => {
                 if !class.blocks() {
@@ -130,6 +134,7 @@ fn place(p: &ProcessSnapshot) -> Place {
                     args,
                     python_call,
                     python_exit,
+                    through,
                 });
             }
         }
@@ -157,7 +162,8 @@ fn call_keys(p: &Place) -> Option<Vec<CallKey>> {
     }
 }
 
-/// What two samples compare of a call: thread, call, caller, and the
+/// What two samples compare of a call: thread, call, caller (the
+/// application's call into a library, for a call made through one), and the
 /// digest of the calling frames ([`crate::stacks::state`]).
 type CallKey = (u64, String, Option<String>, Option<String>);
 
@@ -166,7 +172,11 @@ fn keys(calls: &[Call]) -> Vec<CallKey> {
         .iter()
         .map(|c| {
             let state = c.args.as_ref().and_then(|a| a.state.clone());
-            (c.tid, c.name.clone(), c.caller.clone(), state)
+            // Through a library, the application's call into it: two calls
+            // from different places of the application may share the
+            // library's internal caller.
+            let at = c.through.as_ref().map(|v| v.words()).or_else(|| c.caller.clone());
+            (c.tid, c.name.clone(), at, state)
         })
         .collect()
 }
@@ -216,9 +226,10 @@ fn short(p: &Place) -> String {
         Place::InMpiUnnamed(_) => "a call without a symbol in the MPI library".into(),
         Place::InMpi(calls) => calls
             .iter()
-            .map(|c| match &c.caller {
-                Some(at) => format!("{} from {at}", c_name(&c.name)),
-                None => c_name(&c.name),
+            .map(|c| match (&c.through, &c.caller) {
+                (Some(via), _) => format!("{} > {}", via.words(), c_name(&c.name)),
+                (None, Some(at)) => format!("{} from {at}", c_name(&c.name)),
+                (None, None) => c_name(&c.name),
             })
             .collect::<Vec<_>>()
             .join(" and "),

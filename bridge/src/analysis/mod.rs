@@ -63,6 +63,8 @@ mod waited;
 mod words;
 
 #[cfg(test)]
+mod library_tests;
+#[cfg(test)]
 mod python_tests;
 #[cfg(test)]
 mod stack_tests;

@@ -4,7 +4,7 @@
 //! say nothing about the application (docs/design/stacks.md §4.3).
 
 use super::names::{canonical, classify, CallClass};
-use super::python::{python_exit, python_site, PythonExit};
+use super::python::{is_eval_frame, python_exit, python_site, PythonExit};
 use crate::snapshot::model::{Frame, ThreadStack};
 
 /// What a thread is doing, from its stack alone.
@@ -32,6 +32,11 @@ pub enum Position {
         /// interpreter's exit, which makes this call.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         python_exit: Option<PythonExit>,
+        /// A call the application made through another library (HDF5,
+        /// ScaLAPACK): that library's function it called, and its own frame
+        /// ([`through`]). `None` when the application makes the call itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        through: Option<Through>,
     },
     /// In the application's code or a library of its own, not in MPI.
     NotInMpi {
@@ -73,6 +78,14 @@ pub fn position(t: &ThreadStack) -> Position {
             None => outer.first().map(frame_words),
         };
         let python_exit = if py.is_none() { python_exit(outer) } else { None };
+        // A Python program keeps its own words (the script's frame and
+        // mpi4py's call): its interpreter is no library of the script's.
+        let python = py.is_some() || python_exit.is_some() || t.frames.iter().any(is_eval_frame);
+        let through = if python {
+            None
+        } else {
+            through(&c_name(&call), &t.frames, outer)
+        };
         return Position::InMpi {
             function: f.function.clone().unwrap_or_default(),
             class: classify(&call),
@@ -80,6 +93,7 @@ pub fn position(t: &ThreadStack) -> Position {
             caller: if python_exit.is_some() { None } else { caller },
             python_call,
             python_exit,
+            through,
         };
     }
     if !t.frames.iter().any(app) {
@@ -106,6 +120,91 @@ pub fn position(t: &ThreadStack) -> Position {
     Position::NotInMpi {
         at: inner.map(|j| frame_words(&t.frames[j])),
     }
+}
+
+/// An MPI call the application made through another library: the
+/// library's function the application called (`H5Dwrite`) and the
+/// application's frame that called it (`write_field`, `app.c:41`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Through {
+    /// The MPI call, in C (`MPI_Allreduce`).
+    pub mpi_call: String,
+    /// The library's function the application called: the outermost named
+    /// frame between the application's frame and the MPI call.
+    pub library_call: String,
+    /// The file name of that function's object (`libhdf5_openmpi.so.103`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
+    /// The application's function that called it.
+    pub function: String,
+    /// Its source file, as the debug information names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Its line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+impl Through {
+    /// `H5Dwrite (write_field, app.c:41)`; `H5Dwrite (write_field)` without
+    /// a line.
+    pub fn words(&self) -> String {
+        match (&self.file, self.line) {
+            (Some(file), Some(line)) => {
+                let base = file.rsplit('/').next().unwrap_or(file);
+                format!("{} ({}, {base}:{line})", self.library_call, self.function)
+            }
+            _ => format!("{} ({})", self.library_call, self.function),
+        }
+    }
+}
+
+/// The executable of a thread: the object of its outermost frame outside
+/// the system's and the MPI's libraries (`_start`, `main`, a thread's start
+/// function).
+fn executable(frames: &[Frame]) -> Option<&str> {
+    frames
+        .iter()
+        .rev()
+        .filter_map(|f| f.object.as_deref())
+        .find(|o| is_application_object(o))
+}
+
+/// Whether a frame is the application's own: in the executable, or in an
+/// object outside the system's and the MPI's libraries that has line
+/// information for it (a library of the application's, built with `-g`).
+/// A library installed without its debug information (Debian's HDF5,
+/// ScaLAPACK) is not the application.
+pub fn is_application_frame(f: &Frame, executable: Option<&str>) -> bool {
+    match f.object.as_deref() {
+        Some(o) => Some(o) == executable || (is_application_object(o) && f.file.is_some() && f.line.is_some()),
+        None => false,
+    }
+}
+
+/// The library call behind an MPI call made through another library, from
+/// the frames outside the MPI entry point (`outer`, innermost first): the
+/// first application frame ([`is_application_frame`]) and the outermost
+/// named frame inside it. `None` when the application makes the call
+/// itself (its frame is the entry point's caller) or no frame is the
+/// application's.
+fn through(mpi_call: &str, frames: &[Frame], outer: &[Frame]) -> Option<Through> {
+    let exe = executable(frames);
+    let app = outer.iter().position(|f| is_application_frame(f, exe))?;
+    let lib = outer[..app].iter().rev().find(|f| f.function.is_some())?;
+    let at = &outer[app];
+    let library = lib
+        .object
+        .as_deref()
+        .map(|o| o.rsplit('/').next().unwrap_or(o).to_string());
+    Some(Through {
+        mpi_call: mpi_call.to_string(),
+        library_call: lib.function.clone()?,
+        library,
+        function: at.function.clone().unwrap_or_else(|| at.pc.clone()),
+        file: at.file.clone(),
+        line: at.line,
+    })
 }
 
 /// Whether an object's file name is an MPI library's (`libmpi.so.40`,
@@ -297,6 +396,11 @@ pub fn where_words_calls(threads: &[ThreadStack], calls: &[crate::snapshot::mode
     sorted.sort_by_key(|t| t.tid);
     for t in sorted {
         match position(t) {
+            Position::InMpi { through: Some(via), .. } => {
+                // Through a library: the application's call into it, then
+                // the MPI call it makes.
+                parts.push(format!("in {} > {}", via.words(), via.mpi_call));
+            }
             Position::InMpi {
                 call,
                 caller,
@@ -398,6 +502,84 @@ mod tests {
         }
         assert_eq!(where_words(&[t]), "in MPI_Barrier, called from main (solver.c:88)");
         assert_eq!(c_name("comm_split"), "MPI_Comm_split");
+    }
+
+    /// Debian's HDF5 (no line information) between the application and
+    /// the MPI call, as gdb showed it on a rank of `hdf5_skip`.
+    fn through_hdf5() -> ThreadStack {
+        const HDF5: &str = "/lib/x86_64-linux-gnu/libhdf5_openmpi.so.103";
+        const LIBMPI: &str = "/lib/x86_64-linux-gnu/libmpi.so.40";
+        const APP: &str = "/work/examples/hdf5_skip";
+        thread(vec![
+            frame("ompi_coll_base_barrier_intra_basic_linear", LIBMPI, None),
+            frame("PMPI_Barrier", LIBMPI, None),
+            frame("H5AC__run_sync_point", HDF5, None),
+            frame("H5F__dest", HDF5, None),
+            Frame {
+                function: None,
+                ..frame("", HDF5, None)
+            },
+            frame("H5Fclose", HDF5, None),
+            frame("finish", APP, Some(("/work/examples/hdf5_skip.c", 59))),
+            frame("main", APP, Some(("/work/examples/hdf5_skip.c", 98))),
+            frame("__libc_start_main_impl", "/lib/x86_64-linux-gnu/libc.so.6", None),
+            frame("_start", APP, None),
+        ])
+    }
+
+    #[test]
+    fn a_call_through_a_library_names_the_applications_call_into_it() {
+        let t = through_hdf5();
+        let Position::InMpi { caller, through, .. } = position(&t) else {
+            panic!("{:?}", position(&t));
+        };
+        assert_eq!(caller.as_deref(), Some("H5AC__run_sync_point"));
+        let via = through.expect("through HDF5");
+        assert_eq!(via.mpi_call, "MPI_Barrier");
+        assert_eq!(via.library_call, "H5Fclose");
+        assert_eq!(via.library.as_deref(), Some("libhdf5_openmpi.so.103"));
+        assert_eq!(via.function, "finish");
+        assert_eq!(via.line, Some(59));
+        assert_eq!(where_words(&[t]), "in H5Fclose (finish, hdf5_skip.c:59) > MPI_Barrier");
+    }
+
+    #[test]
+    fn what_counts_as_the_application() {
+        // A library of the application's own with line information is the
+        // application: the call is its own, the words as before.
+        let own = thread(vec![
+            frame("PMPI_Allreduce", "/usr/lib/libmpi.so.40", None),
+            frame("norm", "/opt/u/libsolver.so", Some(("solver/norm.c", 12))),
+            frame("main", "/opt/u/app", Some(("app.c", 7))),
+            frame("_start", "/opt/u/app", None),
+        ]);
+        assert_eq!(where_words(&[own]), "in MPI_Allreduce, called from norm (norm.c:12)");
+        // The executable is the application, line information or not.
+        let stripped = thread(vec![
+            frame("PMPI_Allreduce", "/usr/lib/libmpi.so.40", None),
+            frame("Cdgsum2d", "/usr/lib/libscalapack-openmpi.so.2.2", None),
+            frame("sum_norms", "/opt/u/app", None),
+            frame("main", "/opt/u/app", None),
+        ]);
+        assert_eq!(where_words(&[stripped]), "in Cdgsum2d (sum_norms) > MPI_Allreduce");
+        // A C++ runtime frame between: the system's libraries are not the
+        // application either.
+        let cxx = thread(vec![
+            frame("MPI_Barrier", "/usr/lib/libmpi.so.40", None),
+            frame("std::function<void ()>::operator()", "/usr/lib/libstdc++.so.6", None),
+            frame("run", "/opt/u/app", Some(("app.cc", 30))),
+        ]);
+        assert_eq!(
+            where_words(&[cxx]),
+            "in std::function<void ()>::operator() (run, app.cc:30) > MPI_Barrier"
+        );
+        // No frame of the application (a truncated stack): the immediate
+        // caller, as before.
+        let cut = thread(vec![
+            frame("PMPI_Barrier", "/usr/lib/libmpi.so.40", None),
+            frame("H5AC__run_sync_point", "/usr/lib/libhdf5_openmpi.so.103", None),
+        ]);
+        assert_eq!(where_words(&[cut]), "in MPI_Barrier, called from H5AC__run_sync_point");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::analysis::job::{comm_words, translate, Job};
 use crate::analysis::words::ranks_words;
 use crate::snapshot::model::Snapshot;
 use crate::stacks::names::CallClass;
+use crate::stacks::position::Through;
 use crate::stacks::python::PythonExit;
 
 /// Where one rank is, for [`crate::analysis::Analysis::where_`].
@@ -24,6 +25,11 @@ pub struct RankWhere {
     /// In words, without the rank: "is in MPI_Barrier on MPI_COMM_WORLD
     /// (solver.c:88)".
     pub text: String,
+    /// The rank's MPI calls made through another library: for each, the
+    /// library's function the application called and the application's
+    /// frame (its threads' order).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub through: Vec<Through>,
 }
 
 /// A description without its subject, in the singular and the plural.
@@ -88,7 +94,12 @@ fn call_said(snap: &Snapshot, pi: usize, call: &Call) -> Said {
         })
         .map(|t| format!(", {t}"))
         .unwrap_or_default();
-    let at = location(&call.caller);
+    // Through another library: its function the application called and the
+    // application's frame, before the MPI call, in place of the caller.
+    let (name, at) = match &call.through {
+        Some(via) => (format!("{} > {name}", via.words()), String::new()),
+        None => (name, location(&call.caller)),
+    };
     if let Some(exit) = call.python_exit {
         return python_exit_said(exit, call.args.as_ref().and_then(|a| a.python_exit_status), &name, &on);
     }
@@ -266,10 +277,15 @@ pub(crate) fn where_list(snap: &Snapshot, job: &Job, places: &BTreeMap<i64, Plac
         .filter_map(|(&r, p)| {
             let &pi = job.procs.get(&r)?;
             let (state, s) = place_said(snap, pi, p);
+            let through = match p {
+                Place::InMpi(calls) => calls.iter().filter_map(|c| c.through.clone()).collect(),
+                _ => Vec::new(),
+            };
             Some(RankWhere {
                 rank: r,
                 state: state.to_string(),
                 text: s.one,
+                through,
             })
         })
         .collect()
