@@ -11,11 +11,11 @@
  * never change. Where the ranks are (gdb): in PMPI_Iprobe (or its progress
  * engine) from main, at times in main's loop between two calls.
  *
- * Designed verdict: one sample cannot tell a livelock from a job that is
- * about to receive; over time nothing changes in any rank's place or
- * queues while every rank polls: `mpiq run --detect` calls it hung once it
- * has stood still for longer than its rule allows (--min-hang, 60 s, when
- * the job was never seen still before).
+ * Designed verdict: deadlock on two samples (the stall rule: every rank
+ * inside MPI, in the same call from the same place, nothing changed and
+ * nothing able to match: no rank will ever send), unknown on one; should
+ * the stall rule not apply, `mpiq run --detect`'s hang rule calls it hung
+ * once nothing has changed for longer than the job's own pauses explain.
  */
 #include <mpi.h>
 #include <stdio.h>

@@ -77,6 +77,8 @@ enum ThreadKey {
     Outside(u64, Vec<String>),
     /// In the MPI library without a named call: thread, caller.
     Unnamed(u64, Option<String>),
+    /// The process has exited: it stays where it is for good.
+    Gone,
 }
 
 /// What one rank is doing; `None` when it cannot be told (no stacks).
@@ -165,6 +167,12 @@ fn queues_digest(p: &ProcessSnapshot) -> u64 {
 }
 
 fn rank_key(p: &ProcessSnapshot) -> Option<RankKey> {
+    if super::waited::gone(p) {
+        return Some(RankKey {
+            threads: vec![ThreadKey::Gone],
+            queues: 0,
+        });
+    }
     let st = p.stacks.as_ref()?;
     if st.threads.is_empty() {
         return None;

@@ -85,11 +85,13 @@ fn plain_call(name: &str) -> String {
 /// it was read: no stacks, and the error the CLI's attach gives a pid
 /// with no process (`AttachError::NoSuchProcess`: "no process 4242").
 fn exited(s: &Scene<'_>, r: i64) -> bool {
-    s.job.procs.get(&r).is_some_and(|&pi| {
-        let p = &s.snap.processes[pi];
-        p.stacks.as_ref().is_none_or(|st| st.threads.is_empty())
-            && p.error.as_deref().is_some_and(|e| e.starts_with("no process "))
-    })
+    s.job.procs.get(&r).is_some_and(|&pi| gone(&s.snap.processes[pi]))
+}
+
+/// Whether a listed process had exited when it was read ([`exited`]).
+pub(crate) fn gone(p: &crate::snapshot::model::ProcessSnapshot) -> bool {
+    p.stacks.as_ref().is_none_or(|st| st.threads.is_empty())
+        && p.error.as_deref().is_some_and(|e| e.starts_with("no process "))
 }
 
 /// What rank `r`, at the end of some waits, is doing; `None` when it is

@@ -228,3 +228,20 @@ fn durations_in_words() {
     assert_eq!(duration_words(7_500_000), "2 h 5 min");
     assert_eq!(duration_words(7_200_000), "2 h");
 }
+
+#[test]
+fn an_exited_rank_stays_where_it_is() {
+    let mut w = HangWatch::new(HangRule {
+        floor_ms: 1_000,
+        factor: 3.0,
+    });
+    let mut job = stuck_job(1, "exp");
+    job.processes[3].stacks = None;
+    job.processes[3].error = Some("no process 4242".into());
+    for t in [0u64, 500] {
+        assert!(!w.push(t, &job, &none()).hung);
+    }
+    let s = w.push(1_000, &job, &none());
+    assert!(s.hung, "{s:?}");
+    assert_eq!(s.not_still, None);
+}
