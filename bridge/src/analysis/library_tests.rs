@@ -10,15 +10,11 @@ const LIBMPI: &str = "/usr/lib/x86_64-linux-gnu/libmpi.so.40";
 const HDF5: &str = "/usr/lib/x86_64-linux-gnu/libhdf5_openmpi.so.103";
 const APP: &str = "/opt/u/app";
 
+/// [`testutil::frame`](super::testutil::frame), its file by its path.
 fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
     Frame {
-        pc: "0x1".into(),
-        function: Some(function.into()),
-        object: Some(object.into()),
         file: line.map(|_| "/opt/u/app.c".to_string()),
-        line,
-        inlined: false,
-        python: false,
+        ..super::testutil::frame(function, object, line)
     }
 }
 

@@ -3,23 +3,11 @@
 
 use super::testutil::*;
 use super::*;
-use crate::snapshot::model::{Communicator, Frame, MpiCall, ProcessSnapshot, Snapshot, Stacks, ThreadStack};
+use crate::snapshot::model::{Communicator, MpiCall, ProcessSnapshot, Snapshot, Stacks, ThreadStack};
 
 const LIBMPI: &str = "/opt/mpi/lib/libmpi.so.40";
 const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
 const APP: &str = "/opt/u/app";
-
-fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
-    Frame {
-        pc: "0x1".into(),
-        function: Some(function.into()),
-        object: Some(object.into()),
-        file: line.map(|_| "app.c".to_string()),
-        line,
-        inlined: false,
-        python: false,
-    }
-}
 
 /// A thread in MPI call `entry` (`PMPI_Recv`) called from `main` at `line`.
 fn in_mpi(tid: u64, entry: &str, line: u32) -> ThreadStack {

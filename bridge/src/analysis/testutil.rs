@@ -168,3 +168,16 @@ impl CommExt for Communicator {
         self
     }
 }
+
+/// A frame of `function` in `object`; with a `line`, in the file `app.c`.
+pub(crate) fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
+    Frame {
+        pc: "0x1".into(),
+        function: Some(function.into()),
+        object: Some(object.into()),
+        file: line.map(|_| "app.c".to_string()),
+        line,
+        inlined: false,
+        python: false,
+    }
+}

@@ -9,18 +9,6 @@ const LIBMPI: &str = "/opt/mpi/lib/libmpi.so.40";
 const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
 const APP: &str = "/opt/u/app";
 
-fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
-    Frame {
-        pc: "0x1".into(),
-        function: Some(function.into()),
-        object: Some(object.into()),
-        file: line.map(|_| "app.c".to_string()),
-        line,
-        inlined: false,
-        python: false,
-    }
-}
-
 fn thread(tid: u64, frames: Vec<Frame>) -> ThreadStack {
     ThreadStack {
         tid,

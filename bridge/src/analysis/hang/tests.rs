@@ -11,14 +11,11 @@ const LIBMPI: &str = "/opt/mpi/lib/libmpi.so.40";
 const LIBM: &str = "/lib/x86_64-linux-gnu/libm.so.6";
 const APP: &str = "/opt/u/solver";
 
+/// [`testutil::frame`](crate::analysis::testutil::frame) in `solver.c`.
 fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
     Frame {
-        pc: "0x1".into(),
-        function: Some(function.into()),
-        object: Some(object.into()),
         file: line.map(|_| "solver.c".to_string()),
-        line,
-        ..Frame::default()
+        ..crate::analysis::testutil::frame(function, object, line)
     }
 }
 
