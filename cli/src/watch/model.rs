@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use mpiq::analysis::hang::{HangRule, HangState, HangWatch};
 use mpiq::analysis::{self, Analysis};
 use mpiq::stacks::position::{blocked_outside, position, Position};
 use mpiq::stacks::CallClass;
@@ -87,7 +88,8 @@ fn call_letter(call: &str, class: CallClass) -> char {
 
 /// The legend under the list.
 pub const LEGEND: &str = ". computing  b blocked outside MPI  S send  R recv  W wait  T test  C collective  \
-                          I init  F finalize  O one-sided  D I/O  M other MPI  ? unreadable  * group differs";
+                          I init  F finalize  O one-sided  D I/O  M other MPI  ? unreadable  * group differs  \
+                          for: time at this place  » the others wait for it";
 
 /// Where a process is, in one line: the stacks' where words, else why
 /// there are none.
@@ -120,6 +122,9 @@ pub struct Sample {
     pub analysis: Analysis,
     /// Each rank's where line.
     pub wheres: BTreeMap<Key, String>,
+    /// Whether the job stands still, and since when each rank has been
+    /// where it is (`mpiq run --detect`'s rule; empty without a time).
+    pub hang: HangState,
 }
 
 impl Sample {
@@ -166,11 +171,31 @@ const BLANK: Cell = Cell {
 
 /// Every sample of a session: the history of every rank, and the samples
 /// themselves (live: the last two; a replay: all).
-#[derive(Debug, Default)]
 pub struct Session {
     history: BTreeMap<Key, Vec<Cell>>,
     samples: Vec<Option<Sample>>,
     keep_all: bool,
+    hang: HangWatch,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session {
+            history: BTreeMap::new(),
+            samples: Vec::new(),
+            keep_all: false,
+            hang: HangWatch::new(HangRule::default()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("samples", &self.samples.len())
+            .field("keep_all", &self.keep_all)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Session {
@@ -206,6 +231,11 @@ impl Session {
             .filter(|p| p.time_ms > 0 && time_ms >= p.time_ms)
             .map(|p| time_ms - p.time_ms);
         let analysis = analysis::analyze_samples(&snapshot, prev.map(|p| &p.snapshot), interval);
+        let hang = if time_ms > 0 {
+            self.hang.push(time_ms, &snapshot, &BTreeMap::new())
+        } else {
+            HangState::default()
+        };
         let mut wheres = BTreeMap::new();
         let mut letters = BTreeMap::new();
         for (i, p) in snapshot.processes.iter().enumerate() {
@@ -234,6 +264,7 @@ impl Session {
             snapshot,
             analysis,
             wheres,
+            hang,
         }));
     }
 
@@ -258,11 +289,23 @@ impl Session {
                 .and_then(|s| s.wheres.get(k).cloned())
                 .unwrap_or_else(|| "(not in this sample)".into())
         };
+        let waited_on: Vec<i64> = sample
+            .map(|s| {
+                s.analysis
+                    .waited_on
+                    .iter()
+                    .flat_map(|w| w.ranks.iter().copied())
+                    .collect()
+            })
+            .unwrap_or_default();
         let single: Vec<Row> = seen
             .iter()
             .map(|(k, h)| {
                 let strip = strip(h);
+                let rank = k.rank();
                 Row {
+                    still_ms: sample.and_then(|s| s.hang.ranks_still_ms.get(&rank).copied()),
+                    waited_on: rank >= 0 && waited_on.contains(&rank),
                     who: match k {
                         Key::Rank(r) => r.to_string(),
                         _ => "?".into(),
@@ -301,6 +344,10 @@ pub struct Row {
     pub changed: bool,
     /// The ranks of the row.
     pub keys: Vec<Key>,
+    /// How long it (every rank of the group) has been where it is, in ms.
+    pub still_ms: Option<u64>,
+    /// The other ranks wait for it ([`Analysis::waited_on`]).
+    pub waited_on: bool,
 }
 
 /// Rows of single ranks grouped by where line, in the order of their first
@@ -312,6 +359,8 @@ pub fn group(single: Vec<Row>) -> Vec<Row> {
             Some(g) => {
                 g.keys.extend(r.keys);
                 g.changed |= r.changed;
+                g.waited_on |= r.waited_on;
+                g.still_ms = g.still_ms.zip(r.still_ms).map(|(a, b)| a.min(b));
                 // Aligned on the newest sample.
                 let (a, b) = (g.strip.len(), r.strip.len());
                 let n = a.max(b);

@@ -188,10 +188,10 @@ fn screen(session: &Session, view: &mut View, w: u16, h: u16) -> Vec<String> {
 #[test]
 fn the_screen_and_the_keys() {
     let mut s = Session::new(false);
-    for _ in 0..3 {
+    for i in 0..3u64 {
         s.push(
             snapshot(&["MPI_Wait", "MPI_Wait", "MPI_Recv"]),
-            1_700_000_000_000,
+            1_700_000_000_000 + i * 10_000,
             Some(12),
         );
     }
@@ -199,20 +199,25 @@ fn the_screen_and_the_keys() {
     view.at = 2;
     let lines = screen(&s, &mut view, 100, 12);
     assert!(
-        lines[0].contains("mpiq watch  mpirun 42   sample 3 at 22:13:20 UTC (took 12 ms)   3 ranks"),
+        lines[0].contains("mpiq watch  mpirun 42   sample 3 at 22:13:40 UTC (took 12 ms)   3 ranks"),
         "{lines:#?}"
     );
-    assert!(lines[1].starts_with(" verdict: "), "{lines:#?}");
+    // Nothing changed in three samples 10 s apart: still for 20 s, not
+    // hung before --min-hang's minute.
     assert!(
-        lines[2].contains("rank  pid  where") && lines[2].contains("history"),
-        "{lines:#?}"
-    );
-    assert!(
-        lines[3].starts_with(">    0 4000  in MPI_Wait, called from main (app.c:110)  WWW"),
+        lines[1].starts_with(" verdict: [nothing changed for 20 s; hung after 1 min] "),
         "{lines:#?}"
     );
     assert!(
-        lines[5].contains("2 4002  in MPI_Recv, called from main (app.c:110)"),
+        lines[2].contains("rank  pid        for  where") && lines[2].contains("history"),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[3].starts_with(">    0 4000        20s  in MPI_Wait, called from main (app.c:110)  WWW"),
+        "{lines:#?}"
+    );
+    assert!(
+        lines[5].contains("2 4002        20s  in MPI_Recv, called from main (app.c:110)"),
         "{lines:#?}"
     );
     assert!(lines[9].contains(". computing"), "{lines:#?}");
@@ -266,12 +271,12 @@ fn the_screen_and_the_keys() {
     view.selected = 0;
     view.selected_key = None;
     let lines = screen(&s, &mut view, 100, 8);
-    assert!(lines[2].contains("ranks      where"), "{lines:#?}");
+    assert!(lines[2].contains("ranks            for  where"), "{lines:#?}");
     assert!(
-        lines[3].contains("ranks 0 and 1      in MPI_Wait, called from main (app.c:110)  WWW"),
+        lines[3].contains("ranks 0 and 1            20s  in MPI_Wait, called from main (app.c:110)  WWW"),
         "{lines:#?}"
     );
-    assert!(lines[4].contains("rank 2      in MPI_Recv"), "{lines:#?}");
+    assert!(lines[4].contains("rank 2            20s  in MPI_Recv"), "{lines:#?}");
 }
 
 #[test]
@@ -358,4 +363,27 @@ fn arguments() {
     ] {
         assert!(parse(bad).is_err(), "{bad:?}");
     }
+}
+
+#[test]
+fn how_long_each_rank_has_been_there_and_whom_the_others_wait_for() {
+    let mut s = Session::new(false);
+    // Rank 2 computes (in its own code) while 0 and 1 wait in a barrier.
+    for (i, r2) in ["usleep", "usleep", "main"].iter().enumerate() {
+        s.push(
+            snapshot(&["MPI_Barrier", "MPI_Barrier", r2]),
+            1_700_000_000_000 + i as u64 * 5_000,
+            None,
+        );
+    }
+    let sample = s.sample(2).expect("kept");
+    assert_eq!(sample.hang.ranks_still_ms.get(&0), Some(&10_000), "{:?}", sample.hang);
+    let rows = s.rows(2, 40, 10);
+    assert_eq!(rows[0].still_ms, Some(10_000));
+    let waited: Vec<bool> = rows.iter().map(|r| r.waited_on).collect();
+    assert_eq!(waited, [false, false, true], "{:?}", sample.analysis.waited_on);
+    let mut view = View::new("mpirun 42".into(), std::time::Duration::from_secs(5), None);
+    view.at = 2;
+    let lines = screen(&s, &mut view, 120, 12);
+    assert!(lines[5].contains("      10s  » "), "{lines:#?}");
 }

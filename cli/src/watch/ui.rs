@@ -198,15 +198,28 @@ fn draw_header(f: &mut Frame, area: Rect, session: &Session, view: &View) {
         (None, false, false) => "",
     };
     first.push_str(flags);
-    let (verdict, style) = match sample.map(|s| (&s.analysis.verdict, &s.analysis.summary)) {
-        Some((v, summary)) => (
-            format!(" verdict: {summary}"),
-            Style::default().add_modifier(Modifier::BOLD).fg(match v {
-                Verdict::Deadlock => Color::Red,
-                Verdict::NoDeadlock => Color::Green,
-                Verdict::Unknown => Color::Yellow,
-            }),
-        ),
+    let (verdict, style) = match sample.map(|s| (&s.analysis.verdict, &s.analysis.summary, &s.hang)) {
+        Some((v, summary, hang)) => {
+            use mpiq::analysis::hang::duration_words;
+            let still = match (hang.hung, hang.still_ms) {
+                (true, ms) => format!("HUNG: nothing changed for {}; ", duration_words(ms)),
+                (false, 0) => String::new(),
+                (false, ms) => format!(
+                    "[nothing changed for {}; hung after {}] ",
+                    duration_words(ms),
+                    duration_words(hang.threshold_ms)
+                ),
+            };
+            (
+                format!(" verdict: {still}{summary}"),
+                Style::default().add_modifier(Modifier::BOLD).fg(match v {
+                    _ if hang.hung => Color::Red,
+                    Verdict::Deadlock => Color::Red,
+                    Verdict::NoDeadlock => Color::Green,
+                    Verdict::Unknown => Color::Yellow,
+                }),
+            )
+        }
         None => (" verdict: (waiting for the first sample)".into(), Style::default()),
     };
     f.render_widget(
@@ -218,6 +231,31 @@ fn draw_header(f: &mut Frame, area: Rect, session: &Session, view: &View) {
     );
 }
 
+/// The width of the column of how long a rank has been where it is.
+const FOR_WIDTH: usize = 9;
+
+/// How long a row has been where it is, short: `850ms`, `42s`, `4m10s`.
+fn for_text(ms: Option<u64>) -> String {
+    let Some(ms) = ms else { return String::new() };
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms}ms"),
+        1..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// A row's where line as shown: `» ` first for the ranks the others wait
+/// for.
+fn where_shown(r: &Row) -> String {
+    if r.waited_on {
+        format!("» {}", r.where_)
+    } else {
+        r.where_.clone()
+    }
+}
+
 /// Column widths: who, pid, where, history.
 fn columns(rows: &[Row], width: usize) -> (usize, usize, usize, usize) {
     let who = rows
@@ -227,8 +265,13 @@ fn columns(rows: &[Row], width: usize) -> (usize, usize, usize, usize) {
         .unwrap_or(0)
         .clamp(4, 40);
     let pid = rows.iter().map(|r| r.pid.chars().count()).max().unwrap_or(0).max(3);
-    let fixed = 2 + who + 1 + pid + 2 + 2;
-    let want = rows.iter().map(|r| r.where_.chars().count()).max().unwrap_or(0).max(5);
+    let fixed = 2 + who + 1 + pid + 2 + FOR_WIDTH + 2 + 2;
+    let want = rows
+        .iter()
+        .map(|r| where_shown(r).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(5);
     let room = width.saturating_sub(fixed);
     let where_ = want.min(room.saturating_sub(12).max(room / 2));
     (who, pid, where_, room.saturating_sub(where_))
@@ -257,9 +300,10 @@ fn draw_list(f: &mut Frame, area: Rect, session: &Session, view: &mut View) {
     }
     let grouped = rows.iter().any(|r| r.keys.len() > 1);
     let title = format!(
-        "  {:>who_w$} {:>pid_w$}  {}  history (newest right)",
+        "  {:>who_w$} {:>pid_w$}  {:>FOR_WIDTH$}  {}  history (newest right)",
         if grouped { "ranks" } else { "rank" },
         if grouped { "" } else { "pid" },
+        "for",
         fit("where", where_w),
     );
     let mut lines = vec![Line::from(Span::styled(
@@ -280,10 +324,15 @@ fn draw_list(f: &mut Frame, area: Rect, session: &Session, view: &mut View) {
         };
         let mut spans = vec![
             Span::styled(
-                format!("{mark}{:>who_w$} {:>pid_w$}  ", fit_right(&r.who, who_w), r.pid),
+                format!(
+                    "{mark}{:>who_w$} {:>pid_w$}  {:>FOR_WIDTH$}  ",
+                    fit_right(&r.who, who_w),
+                    r.pid,
+                    for_text(r.still_ms)
+                ),
                 base,
             ),
-            Span::styled(fit(&r.where_, where_w), where_style),
+            Span::styled(fit(&where_shown(r), where_w), where_style),
             Span::styled("  ", base),
         ];
         spans.extend(r.strip.iter().map(|c: &Cell| {
