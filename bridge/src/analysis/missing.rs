@@ -21,6 +21,14 @@ pub(super) fn stacks_only_missing(inp: &Inputs<'_>, only: &[i64]) -> String {
         .filter(|(_, p)| matches!(p, Place::InMpiUnnamed(_)))
         .map(|(r, _)| *r)
         .collect();
+    // Ranks whose process has exited: they will not arrive.
+    let gone = |r: &i64| {
+        inp.job
+            .procs
+            .get(r)
+            .is_some_and(|&pi| super::waited::gone(&st.snap.processes[pi]))
+    };
+    let (gone, not_blocked): (Vec<i64>, Vec<i64>) = not_blocked.into_iter().partition(gone);
     let mut why = if inp.progress.is_none() {
         "from stacks alone a deadlock needs two samples that show every rank blocked in MPI in the same \
          place (one sample, or a core file, cannot)"
@@ -32,6 +40,16 @@ pub(super) fn stacks_only_missing(inp: &Inputs<'_>, only: &[i64]) -> String {
                 1 => format!("rank {} is", not_blocked[0]),
                 _ => format!("{} are", ranks_words(&not_blocked)),
             }
+        )
+    } else if !gone.is_empty() {
+        format!(
+            "{} exited and will never arrive, but from stacks alone whether the others wait for {} cannot \
+             be told (their calls' arguments are not known)",
+            match gone.len() {
+                1 => format!("rank {} has", gone[0]),
+                _ => format!("{} have", ranks_words(&gone)),
+            },
+            if gone.len() == 1 { "it" } else { "them" }
         )
     } else if !unnamed.is_empty() {
         format!(
