@@ -229,12 +229,12 @@ fn watch(job: &mut Job, args: &RunArgs, started: Instant, note: &dyn Fn(std::fmt
 }
 
 /// The CPU time of each rank on this machine (ms): a process of another
-/// node (its `node` not this host's) has another machine's pid.
+/// node (its `node` not this host, [`crate::job::is_local_host`]) has
+/// another machine's pid.
 fn cpu_of(snap: &mpiq::Snapshot) -> BTreeMap<i64, u64> {
-    let here = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     snap.processes
         .iter()
-        .filter(|p| p.node.as_deref().is_none_or(|n| n == here.trim()))
+        .filter(|p| p.node.as_deref().is_none_or(crate::job::is_local_host))
         .filter_map(|p| {
             let pid = i32::try_from(p.pid?).ok()?;
             Some((i64::from(p.world_rank?), procs::Stat::of(pid)?.cpu_ms()))

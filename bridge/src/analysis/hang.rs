@@ -33,7 +33,7 @@ use super::words::ranks_words;
 use super::Analysis;
 use crate::snapshot::model::{ProcessSnapshot, Snapshot, ThreadStack};
 use crate::stacks::names::CallClass;
-use crate::stacks::position::{is_application_object, position, Position};
+use crate::stacks::position::{outside_runtimes, position, Position};
 
 /// The fewest samples in a row, all the same, that can make a hang.
 pub const MIN_STILL_SAMPLES: usize = 3;
@@ -147,12 +147,14 @@ fn thread_key(p: &ProcessSnapshot, t: &ThreadStack) -> Option<ThreadKey> {
         }
         Position::InMpiLibrary { caller, .. } => Some(ThreadKey::Unnamed(t.tid, caller)),
         Position::NotInMpi { .. } => {
-            let app = |f: &&crate::snapshot::model::Frame| match f.object.as_deref() {
-                Some(o) => is_application_object(o),
-                None => f.python || f.function.is_some(),
-            };
             // The application's frames, outermost first.
-            let chain: Vec<String> = t.frames.iter().rev().filter(app).map(frame_key).collect();
+            let chain: Vec<String> = t
+                .frames
+                .iter()
+                .rev()
+                .filter(|f| outside_runtimes(f))
+                .map(frame_key)
+                .collect();
             Some(ThreadKey::Outside(t.tid, chain))
         }
     }

@@ -59,14 +59,19 @@ pub enum Position {
     Runtime,
 }
 
-/// The position of one thread.
-pub fn position(t: &ThreadStack) -> Position {
-    // A bare pc (no object, no function: a host that could not place it)
-    // is nobody's frame.
-    let app = |f: &Frame| match f.object.as_deref() {
+/// Whether a frame is outside the C and MPI runtimes: in an application
+/// object, or named without an object (a Python frame). A bare pc (no
+/// object, no function: a host that could not place it) is nobody's frame.
+pub fn outside_runtimes(f: &Frame) -> bool {
+    match f.object.as_deref() {
         Some(o) => is_application_object(o),
         None => f.function.is_some(),
-    };
+    }
+}
+
+/// The position of one thread.
+pub fn position(t: &ThreadStack) -> Position {
+    let app = outside_runtimes;
     if let Some((i, call)) = outermost_entry(t) {
         let f = &t.frames[i];
         let outer = &t.frames[i + 1..];
