@@ -27,11 +27,13 @@ use crate::report::{self, Report, SvgError};
 use crate::run::RunError;
 use crate::signals;
 
+mod cost;
 mod job;
 mod starter;
 mod tee;
 mod traceback;
 
+use cost::DetectCost;
 pub use job::watchdog_main;
 use job::Job;
 use starter::Starter;
@@ -121,10 +123,16 @@ pub fn run(args: &RunArgs, verbose: bool) -> u8 {
         }
     };
     note(format_args!("started {} as pid {}", quoted(&args.command), job.pgid()));
-    let watched = watch(&mut job, args, started, &note);
+    let mut cost = DetectCost::default();
+    let watched = watch(&mut job, args, started, &note, &mut cost);
     match watched {
         Watched::Finished => {
             let status = reap(&mut job, &mut tees);
+            // What watching cost the job that finished, always said: the
+            // price of --detect is the user's to weigh.
+            if let Some(words) = cost.words(started.elapsed()) {
+                eprintln!("mpiq run: {words}");
+            }
             match status {
                 Ok(s) => {
                     note(format_args!("the job ended by itself: {s}"));
@@ -153,7 +161,7 @@ pub fn run(args: &RunArgs, verbose: bool) -> u8 {
             EXIT_FAILED
         }
         Watched::Hung(ending) => {
-            hung(&mut job, &mut tees, args, ending, started, verbose);
+            hung(&mut job, &mut tees, args, ending, started, verbose, &cost);
             EXIT_HUNG
         }
     }
@@ -161,7 +169,13 @@ pub fn run(args: &RunArgs, verbose: bool) -> u8 {
 
 /// Waits for the job to end, the timeout, a deadlock found by `--detect`,
 /// or a signal.
-fn watch(job: &mut Job, args: &RunArgs, started: Instant, note: &dyn Fn(std::fmt::Arguments)) -> Watched {
+fn watch(
+    job: &mut Job,
+    args: &RunArgs,
+    started: Instant,
+    note: &dyn Fn(std::fmt::Arguments),
+    cost: &mut DetectCost,
+) -> Watched {
     let deadline = args.timeout.map(|t| started + t);
     let mut next_check = args.detect.then(|| started + args.detect_every);
     let mut checks = 0;
@@ -186,9 +200,13 @@ fn watch(job: &mut Job, args: &RunArgs, started: Instant, note: &dyn Fn(std::fmt
         }
         if next_check.is_some_and(|at| now >= at) {
             checks += 1;
-            match analyse(job.pgid(), false) {
+            crate::ptrace::take_stopped();
+            let analysed = analyse(job.pgid(), false);
+            cost.add_check(&crate::ptrace::take_stopped());
+            let stopped = cost.last().unwrap_or_default().as_secs_f64();
+            match analysed {
                 Ok((starter, report)) if report.verdict() == Some(Verdict::Deadlock) => {
-                    note(format_args!("check {checks}: deadlock"));
+                    note(format_args!("check {checks}: deadlock (ranks stopped {stopped:.2} s)"));
                     return Watched::Hung(Ending::Deadlock {
                         check: checks,
                         starter,
@@ -200,7 +218,9 @@ fn watch(job: &mut Job, args: &RunArgs, started: Instant, note: &dyn Fn(std::fmt
                     let state = hang.push(at, &report.snapshot, &cpu_of(&report.snapshot));
                     let word = verdict_word(report.verdict());
                     if state.hung {
-                        note(format_args!("check {checks}: {word}, hung"));
+                        note(format_args!(
+                            "check {checks}: {word}, hung (ranks stopped {stopped:.2} s)"
+                        ));
                         return Watched::Hung(Ending::Hang {
                             check: checks,
                             starter,
@@ -211,11 +231,13 @@ fn watch(job: &mut Job, args: &RunArgs, started: Instant, note: &dyn Fn(std::fmt
                     }
                     match &state.not_still {
                         None => note(format_args!(
-                            "check {checks}: {word}; nothing changed for {} (hung after {})",
+                            "check {checks}: {word}; nothing changed for {} (hung after {}; ranks stopped {stopped:.2} s)",
                             mpiq::analysis::hang::duration_words(state.still_ms),
                             mpiq::analysis::hang::duration_words(state.threshold_ms)
                         )),
-                        Some(why) => note(format_args!("check {checks}: {word}; not still: {why}")),
+                        Some(why) => note(format_args!(
+                            "check {checks}: {word}; not still: {why} (ranks stopped {stopped:.2} s)"
+                        )),
                     }
                 }
                 Err(why) => note(format_args!("check {checks}: not read: {why}")),
@@ -307,7 +329,15 @@ fn text_options() -> DumpOptions {
 }
 
 /// Reports on the hung job (stderr, `--report DIR`), then ends it.
-fn hung(job: &mut Job, tees: &mut [Tee; 2], args: &RunArgs, ending: Ending, started: Instant, verbose: bool) {
+fn hung(
+    job: &mut Job,
+    tees: &mut [Tee; 2],
+    args: &RunArgs,
+    ending: Ending,
+    started: Instant,
+    verbose: bool,
+    cost: &DetectCost,
+) {
     let ran = started.elapsed();
     let hung_found = matches!(ending, Ending::Hang { .. });
     let (why, analysis) = match ending {
@@ -354,6 +384,9 @@ fn hung(job: &mut Job, tees: &mut [Tee; 2], args: &RunArgs, ending: Ending, star
         job.pgid(),
         ran.as_secs_f64()
     );
+    if let Some(words) = cost.words(ran) {
+        let _ = writeln!(text, "  watching: {words}");
+    }
     match &analysis {
         Ok((starter, report)) => {
             let _ = writeln!(

@@ -268,8 +268,24 @@ struct Traced {
 /// What the tracer thread hands back once every thread is stopped.
 type Ready = Result<(AttachInfo, Vec<ThreadRegs>), AttachError>;
 
+/// How long each process was held stopped (pid → the sum, since the last
+/// [`take_stopped`]): from the first thread seized to the last released.
+fn stopped_log() -> &'static Mutex<HashMap<i32, Duration>> {
+    static LOG: OnceLock<Mutex<HashMap<i32, Duration>>> = OnceLock::new();
+    LOG.get_or_init(Default::default)
+}
+
+/// How long each process was held stopped since the last call (pid → the
+/// sum of its stops), and forgets it: what a sample cost the job.
+pub fn take_stopped() -> HashMap<i32, Duration> {
+    std::mem::take(&mut *stopped_log().lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 fn tracer_main(pid: i32, ready: Sender<Ready>, rx: Receiver<Cmd>) {
+    let seized = Instant::now();
     let mut traced = Vec::new();
+    // Counted on every path out: the time the process could not run.
+    let _count = Counted(pid, seized);
     match attach_all(pid, &mut traced) {
         Ok(info) => {
             // Here: ptrace requests must come from the thread that seized.
@@ -304,6 +320,16 @@ fn tracer_main(pid: i32, ready: Sender<Ready>, rx: Receiver<Cmd>) {
     let result = detach_all(pid, &traced);
     if let Some(ack) = ack {
         let _ = ack.send(result);
+    }
+}
+
+/// Adds the time since `.1` to process `.0`'s stops when dropped.
+struct Counted(i32, Instant);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut log = stopped_log().lock().unwrap_or_else(|e| e.into_inner());
+        *log.entry(self.0).or_default() += self.1.elapsed();
     }
 }
 

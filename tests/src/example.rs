@@ -79,6 +79,16 @@ pub enum Example {
     /// 0..n-2 in `Cdgsum2d` (`sum_norms`), rank n-1 in `Cblacs_barrier` (`sync_grid`).
     /// Debian's Open MPI only; not in [`Example::ALL`].
     BlacsMismatch,
+    /// `stencil.c [ITERATIONS [POINTS]]`: healthy, fixed work: a 1-D Jacobi smoother with a
+    /// halo exchange (`MPI_Sendrecv`) and an `MPI_Allreduce` every iteration; exits 0 after
+    /// ITERATIONS (default 2000, about 10 s on 2 cores at 4 ranks). Not in [`Example::ALL`]
+    /// (see [`Example::WORKLOADS`]).
+    Stencil,
+    /// `transfer.c [MIB [REPEAT]]`: healthy: rank 0 sends MIB MiB (default 1024, packed from
+    /// every other double) to rank 1 in one `MPI_Send`/`MPI_Recv`, REPEAT times (default 10),
+    /// ranks 2.. in `MPI_Barrier`; exits 0. Needs 3 x MIB MiB of memory. Not in
+    /// [`Example::ALL`].
+    Transfer,
 }
 
 impl Example {
@@ -111,6 +121,12 @@ impl Example {
     /// [`Example::ALL`], which every MPI builds).
     pub const LIBRARIES: [Example; 2] = [Example::Hdf5Skip, Example::BlacsMismatch];
 
+    /// Healthy jobs of real work that run for as long as they are told (`mpiq-bench`'s
+    /// cost of watching, and `mpiq run --detect`'s healthy jobs): every MPI builds them,
+    /// but they are not in [`Example::ALL`], whose every program each MPI starts with its
+    /// defaults (`transfer` needs 3 GiB of memory).
+    pub const WORKLOADS: [Example; 2] = [Example::Stencil, Example::Transfer];
+
     /// The file stem: `examples/<name>.c`, and the executable's name.
     pub const fn name(self) -> &'static str {
         match self {
@@ -136,17 +152,20 @@ impl Example {
             Example::ExitEarly => "exit_early",
             Example::Hdf5Skip => "hdf5_skip",
             Example::BlacsMismatch => "blacs_mismatch",
+            Example::Stencil => "stencil",
+            Example::Transfer => "transfer",
         }
     }
 
     /// The rank count the harness uses unless told otherwise: 4, except `deadlock`,
-    /// `any_source_computing` and `waitany` (3), and `many_ops`, `threads` and `deep_stack` (2).
+    /// `any_source_computing` and `waitany` (3), and `many_ops`, `threads`, `deep_stack` and
+    /// `transfer` (2).
     /// `split_mismatch`, `any_source_computing`, `waitany` and `threads` need exactly that
     /// many (they call `MPI_Abort` otherwise).
     pub const fn default_nprocs(self) -> usize {
         match self {
             Example::Deadlock | Example::AnySourceComputing | Example::Waitany => 3,
-            Example::ManyOps | Example::Threads | Example::DeepStack => 2,
+            Example::ManyOps | Example::Threads | Example::DeepStack | Example::Transfer => 2,
             _ => 4,
         }
     }
@@ -186,10 +205,13 @@ impl Example {
         }
     }
 
-    /// Whether the program exits by itself (only `slow`); the others wait until killed
-    /// (`healthy` keeps exchanging until then).
+    /// Whether the program exits by itself (`slow`, `irregular`, `stencil`, `transfer`); the
+    /// others wait until killed (`healthy` keeps exchanging until then).
     pub const fn runs_to_completion(self) -> bool {
-        matches!(self, Example::Slow | Example::Irregular)
+        matches!(
+            self,
+            Example::Slow | Example::Irregular | Example::Stencil | Example::Transfer
+        )
     }
 
     /// Whether world rank `rank` of `n` may leave the job by itself once ready (the last

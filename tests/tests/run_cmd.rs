@@ -432,8 +432,10 @@ fn a_hung_python_job_reports_the_raising_ranks_traceback_mpich() {
 
 /// `--detect` with no `--timeout` (checks every 5 s, --min-hang at its
 /// default) on a job that hangs without a deadlock: ended with 124 once it
-/// stood still past the rule, the report saying so and naming `names`.
-fn detect_hang(mpi: Mpi, example: Example, nprocs: usize, names: &[&str]) {
+/// stood still past the rule, the report saying so and naming `names`; its
+/// first line (why the job is ended) names the rank waited on and its
+/// waiters as `said` says, in that order.
+fn detect_hang(mpi: Mpi, example: Example, nprocs: usize, names: &[&str], said: &[&str]) {
     gdb::require_ptrace();
     let _cpu = shared();
     let args = ["--detect", "--detect-every", "5s", "-v"];
@@ -449,6 +451,18 @@ fn detect_hang(mpi: Mpi, example: Example, nprocs: usize, names: &[&str]) {
     r.assert_stderr("verdict: HUNG, ");
     for n in names {
         r.assert_stderr(n);
+    }
+    let why = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("which --detect found hung"))
+        .unwrap_or_default();
+    let mut from = 0;
+    for w in said {
+        match why[from..].find(w) {
+            Some(at) => from += at + w.len(),
+            None => panic!("`{w}` not in the hang's words (after `{}`): {why}", &why[..from]),
+        }
     }
     // Never before --min-hang, and not long after: 3 checks of 5 s past it.
     assert!(
@@ -470,6 +484,7 @@ fn detect_ends_a_job_waiting_for_a_computing_rank_openmpi() {
             "ranks 0-2 wait in MPI_Allreduce",
             "for rank 3, which is computing in smooth",
         ],
+        COMPUTING_SAID,
     );
 }
 
@@ -483,6 +498,59 @@ fn detect_ends_a_job_waiting_for_a_computing_rank_mpich() {
             "ranks 0-2 wait in MPI_Allreduce",
             "for rank 3, which is computing in smooth",
         ],
+        COMPUTING_SAID,
+    );
+}
+
+/// The hang's words for `compute_stuck`: the rank waited on, what it does
+/// and on what CPU, then its waiters.
+const COMPUTING_SAID: &[&str] = &[
+    "rank 3 has been computing in smooth (compute_stuck.c:",
+    ", using the CPU all along; ranks 0-2 have waited for it in MPI_Allreduce",
+    "; nothing in the job changed for ",
+];
+
+#[test]
+fn detect_ends_a_job_waiting_for_a_computing_rank_openmpi5() {
+    detect_hang(
+        Mpi::OpenMpi5,
+        Example::ComputeStuck,
+        4,
+        &[
+            "ranks 0-2 wait in MPI_Allreduce",
+            "for rank 3, which is computing in smooth",
+        ],
+        COMPUTING_SAID,
+    );
+}
+
+#[test]
+fn detect_ends_a_job_waiting_for_a_computing_rank_mpich_ch4() {
+    detect_hang(
+        Mpi::MpichCh4,
+        Example::ComputeStuck,
+        4,
+        &[
+            "ranks 0-2 wait in MPI_Allreduce",
+            "for rank 3, which is computing in smooth",
+        ],
+        COMPUTING_SAID,
+    );
+}
+
+/// PyPI's MPICH wheel: stacks only.
+#[test]
+fn detect_ends_a_job_waiting_for_a_computing_rank_pypi_mpich() {
+    detect_hang(
+        Mpi::PypiMpich,
+        Example::ComputeStuck,
+        4,
+        &[
+            "ranks 0-2 wait in MPI_Allreduce",
+            "rank 3",
+            "which is computing in smooth",
+        ],
+        COMPUTING_SAID,
     );
 }
 
@@ -497,6 +565,7 @@ fn detect_ends_a_job_waiting_for_a_computing_rank_debian_openmpi() {
             "rank 3",
             "which is computing in smooth",
         ],
+        COMPUTING_SAID,
     );
 }
 
@@ -510,6 +579,11 @@ fn detect_ends_a_job_waiting_for_a_rank_blocked_reading_a_pipe_openmpi() {
             "ranks 0-2 wait in MPI_Recv from rank 3",
             "which is blocked outside MPI in read",
         ],
+        &[
+            "rank 3 has been blocked outside MPI in read, called from wait_for_token (pipe_stuck.c:",
+            "; ranks 0-2 have waited for it in MPI_Recv from rank 3, tag 8",
+            "; nothing in the job changed for ",
+        ],
     );
 }
 
@@ -520,6 +594,11 @@ fn detect_ends_a_job_waiting_for_a_rank_that_exited_openmpi() {
         Example::ExitEarly,
         4,
         &["ranks 0-2 wait in MPI_Recv from rank 3", "which has exited"],
+        &[
+            "rank 3 has exited",
+            "; ranks 0-2 have waited for it in MPI_Recv from rank 3, tag 9",
+            "; nothing in the job changed for ",
+        ],
     );
 }
 
@@ -554,36 +633,115 @@ fn detect_ends_a_livelock_mpich() {
     detect_livelock(Mpi::Mpich);
 }
 
-/// `irregular 150 25` (compute phases that grow, one of 25 s, I/O) under
-/// `--detect` with no `--timeout`: never ended, never called hung.
-fn detect_irregular(mpi: Mpi) {
+/// A healthy job under `--detect --detect-every EVERY -v` with no
+/// `--timeout`: it finishes (exit 0), is never ended or called hung, at
+/// least `min_checks` checks saw it, and the cost of the checks is said.
+/// Returns the run, for what each job shows more.
+fn detect_finishes(mpi: Mpi, job: (Example, usize, &[&str]), every: &str, min_checks: usize) -> Run {
     gdb::require_ptrace();
     let _cpu = alone();
-    let args = ["--detect", "--detect-every", "5s", "-v"];
-    let (mut cmd, _job_dir) = mpiq_run(&args, mpi, (Example::Irregular, 4, &["150", "25"]), false);
+    let args = ["--detect", "--detect-every", every, "-v"];
+    let (mut cmd, _job_dir) = mpiq_run(&args, mpi, job, false);
     cmd.env("MPIQ_EXAMPLE_LIFETIME", "400");
     let running = spawn(cmd);
-    let started = ready(&running, 4);
+    let started = ready(&running, job.1);
     let r = running.wait_within(Duration::from_secs(400));
     assert_eq!(r.code(), Some(0), "{r}");
     assert!(!r.stderr.contains("ending the job"), "{r}");
     assert!(
-        !r.stderr.contains("found hung") && !r.stderr.contains(", hung\n"),
+        !r.stderr.contains("found hung") && !r.stderr.contains(", hung ("),
         "{r}"
     );
+    let checks = r.stderr.matches(" s] check ").count();
+    assert!(checks >= min_checks, "only {checks} checks saw the job: {r}");
+    let cost = r
+        .stderr
+        .lines()
+        .find(|l| {
+            l.starts_with(&format!(
+                "mpiq run: --detect's {checks} checks held the ranks on this node stopped for "
+            ))
+        })
+        .unwrap_or_else(|| panic!("no cost of the {checks} checks said: {r}"));
+    eprintln!(
+        "[hang] {} under {mpi}: {checks} checks, {:.1?}, no false alarm; {cost}",
+        job.0, r.elapsed
+    );
+    assert_all_gone(&started, Duration::from_secs(10));
+    r
+}
+
+/// Irregular compute phases that grow, I/O phases, and one 25 s phase of
+/// rank 0 while the others wait for it.
+fn detect_irregular(mpi: Mpi) {
+    let r = detect_finishes(mpi, (Example::Irregular, 4, &["150", "25"]), "5s", 20);
     // It stood still (rank 0's long phase) and was seen to: the rule was
     // at work, and held back.
     assert!(r.stderr.contains("; nothing changed for "), "{r}");
-    let checks = r.stderr.matches(" s] check ").count();
-    assert!(checks >= 20, "only {checks} checks saw the job: {r}");
-    eprintln!(
-        "[hang] irregular under {mpi}: {checks} checks, {:.1?}, no false alarm",
-        r.elapsed
-    );
-    assert_all_gone(&started, Duration::from_secs(10));
 }
 
 #[test]
 fn detect_lets_an_irregular_slow_job_finish_openmpi() {
     detect_irregular(Mpi::OpenMpi);
+}
+
+/// A solver's kernel of fixed work: ranks always on the move.
+#[test]
+fn detect_lets_a_stencil_finish_mpich() {
+    detect_finishes(Mpi::Mpich, (Example::Stencil, 4, &["4000"]), "2s", 5);
+}
+
+/// Both ranks inside one large MPI_Send / MPI_Recv across the samples of
+/// a check, and across checks: with the queues (they match) and from the
+/// stacks alone (Debian's Open MPI).
+fn detect_transfer(mpi: Mpi) {
+    detect_finishes(mpi, (Example::Transfer, 2, &["1024", "12"]), "1s", 10);
+}
+
+#[test]
+fn detect_lets_a_large_transfer_finish_openmpi() {
+    detect_transfer(Mpi::OpenMpi);
+}
+
+#[test]
+fn detect_lets_a_large_transfer_finish_debian_openmpi() {
+    detect_transfer(Mpi::DebianOpenMpi);
+}
+
+/// A Python job (mpi4py) that never ends: only `--timeout` ends it, never
+/// a check.
+#[test]
+fn detect_lets_a_python_job_run_openmpi() {
+    gdb::require_ptrace();
+    let _cpu = alone();
+    let mpi = Mpi::OpenMpi;
+    let python = mpi.python().expect("a test-bed MPI with mpi4py");
+    let script = mpiq_tests::PyExample::HealthyLoop.script();
+    let mut starter = mpi.starter_command(3, &python, &[script.as_os_str()]);
+    starter.env("PYTHONUNBUFFERED", "1").env_remove("PYTHONPATH");
+    let args = [
+        "--detect",
+        "--detect-every",
+        "5s",
+        "--timeout",
+        "80s",
+        "--grace",
+        "2s",
+        "-v",
+    ];
+    let (cmd, _job_dir) = job_command(&args, mpi, starter, false);
+    let r = mpiq_tests::run::run_within(cmd, Duration::from_secs(240));
+    assert_eq!(r.code(), Some(EXIT_HUNG), "{r}");
+    r.assert_stderr("mpiq run: ending the job, which did not finish within --timeout 80s");
+    assert!(
+        !r.stderr.contains("found hung") && !r.stderr.contains("found deadlocked"),
+        "{r}"
+    );
+    let checks = r.stderr.matches(" s] check ").count();
+    assert!(checks >= 10, "only {checks} checks saw the job: {r}");
+    r.assert_stderr("  watching: --detect's ");
+    eprintln!(
+        "[hang] healthy_loop.py under {mpi}: {checks} checks, {:.1?}, no false alarm",
+        r.elapsed
+    );
 }

@@ -268,3 +268,85 @@ hung_tests! {
     pypi_mpich_compute_stuck: PypiMpich, ComputeStuck;
     pypi_mpich_pipe_stuck: PypiMpich, PipeStuck;
 }
+
+/// `transfer`: both ranks inside one large MPI_Send / MPI_Recv (1 GiB,
+/// packed as it goes) across the two samples of `mpiq job`. That is a
+/// transfer on its way, never a deadlock: with the queues the send and the
+/// receive match (`no_deadlock`); from the stacks alone the match cannot be
+/// seen (`unknown` at worst). Samples until one caught both ranks in it.
+fn transfer(mpi: Mpi) {
+    gdb::require_ptrace();
+    let Some(job) = Job::builder(mpi, Example::Transfer)
+        .args(["1024", "40"])
+        .start_supported()
+    else {
+        return;
+    };
+    let what = format!("transfer under {mpi}");
+    let starter = job.starter_pid().to_string();
+    let t = Instant::now();
+    let (mut samples, mut caught) = (0, 0);
+    while caught < 2 && t.elapsed() < Duration::from_secs(120) {
+        let r = mpiq(&["job", "--starter", &starter, "--json"]);
+        let v = r.json_exact();
+        let a = &v["analysis"];
+        samples += 1;
+        let verdict = a["verdict"].as_str().unwrap_or_default();
+        let summary = a["summary"].as_str().unwrap_or_default();
+        assert_ne!(
+            verdict, "deadlock",
+            "{what}: a transfer on its way called a deadlock: {a:#}"
+        );
+        let at = |rank: i64| {
+            a["where"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|w| w["rank"] == rank)
+                .and_then(|w| w["text"].as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        if at(0).contains("MPI_Send") && at(1).contains("MPI_Recv") {
+            caught += 1;
+            eprintln!("{what}: both ranks in the transfer: {verdict}: {summary}");
+            let allowed: &[&str] = if mpi.is_packaged() {
+                &["no_deadlock", "unknown"]
+            } else {
+                &["no_deadlock"]
+            };
+            assert!(allowed.contains(&verdict), "{what}: {verdict}: {a:#}");
+        }
+    }
+    assert!(
+        caught >= 2,
+        "{what}: {samples} samples in {:?}, only {caught} saw both ranks in the transfer",
+        t.elapsed()
+    );
+    drop(job);
+}
+
+#[test]
+fn a_transfer_on_its_way_is_not_a_deadlock_openmpi() {
+    transfer(Mpi::OpenMpi);
+}
+
+#[test]
+fn a_transfer_on_its_way_is_not_a_deadlock_mpich() {
+    transfer(Mpi::Mpich);
+}
+
+#[test]
+fn a_transfer_on_its_way_is_not_a_deadlock_debian_openmpi() {
+    transfer(Mpi::DebianOpenMpi);
+}
+
+#[test]
+fn a_transfer_on_its_way_is_not_a_deadlock_mpich_ch4() {
+    transfer(Mpi::MpichCh4);
+}
+
+#[test]
+fn a_transfer_on_its_way_is_not_a_deadlock_pypi_mpich() {
+    transfer(Mpi::PypiMpich);
+}

@@ -540,6 +540,15 @@ fn unlisted_send(scene: &Scene<'_>, r: i64, call: &Call, synchronous: bool) -> V
         return unresolved(r, call, OpKind::SyncSend, 1, words, why);
     };
     let tag = call.args.as_ref().and_then(|a| a.tag);
+    // Its receiver in a blocking receive that matches it: the two match
+    // now (a large message on its way, MPICH's rendezvous no queue lists).
+    let id = call
+        .comm
+        .zip(scene.job.procs.get(&r))
+        .and_then(|(ci, &pr)| scene.ids.get(pr, ci));
+    if blocked_receiving(scene, d, r, id, tag) {
+        return Vec::new();
+    }
     let comm = call
         .comm
         .and_then(|ci| p?.communicators.get(ci))
@@ -566,6 +575,63 @@ fn unlisted_send(scene: &Scene<'_>, r: i64, call: &Call, synchronous: bool) -> V
         words,
         why,
     )]
+}
+
+/// The blocking point-to-point calls of world rank `q` whose arguments are
+/// known: (its call, the communicator's id across processes, the peer as a
+/// world rank (`None`: `MPI_ANY_SOURCE`), its tag (`None`: `MPI_ANY_TAG`)).
+fn blocked_p2p<'s>(
+    scene: &'s Scene<'_>,
+    q: i64,
+) -> impl Iterator<Item = (&'s Call, usize, Option<i64>, Option<i64>)> + 's {
+    let pq = scene.job.procs.get(&q).copied();
+    let calls = match scene.places.get(&q) {
+        Some(Place::InMpi(calls)) => calls.as_slice(),
+        _ => &[],
+    };
+    calls.iter().filter_map(move |c| {
+        let pq = pq?;
+        let a = c.args.as_ref()?;
+        let ci = c.comm?;
+        let id = scene.ids.get(pq, ci)?;
+        let comm = scene.snap.processes[pq].communicators.get(ci)?;
+        let peer = if a.any_source {
+            None
+        } else {
+            Some(translate(comm, a.peer)?)
+        };
+        let tag = if a.any_tag { None } else { Some(a.tag?) };
+        Some((c, id, peer, tag))
+    })
+}
+
+/// Whether world rank `d` is in a blocking receive or probe that a message
+/// of world rank `s` on communicator `id` with tag `tag` matches: source `s`
+/// or any, the tag or any. Everything must be known: an unknown
+/// communicator or tag is no match.
+pub(super) fn blocked_receiving(scene: &Scene<'_>, d: i64, s: i64, id: Option<usize>, tag: Option<i64>) -> bool {
+    let (Some(id), Some(tag)) = (id, tag) else {
+        return false;
+    };
+    blocked_p2p(scene, d).any(|(c, cid, peer, t)| {
+        c.class == CallClass::Recv && cid == id && peer.is_none_or(|p| p == s) && t.is_none_or(|t| t == tag)
+    })
+}
+
+/// Whether world rank `s` is in a blocking send (`MPI_Send`, `MPI_Ssend`)
+/// to world rank `r` on communicator `id` that a receive with tag `tag`
+/// (`None`: any) matches. Everything must be known.
+pub(super) fn blocked_sending(scene: &Scene<'_>, s: i64, r: i64, id: Option<usize>, tag: Option<i64>) -> bool {
+    let Some(id) = id else {
+        return false;
+    };
+    blocked_p2p(scene, s).any(|(c, cid, peer, t)| {
+        matches!(c.class, CallClass::Send { .. })
+            && cid == id
+            && peer == Some(r)
+            && t.is_some()
+            && (tag.is_none() || t == tag)
+    })
 }
 
 /// World ranks whose unexpected queues hold a message from world rank `r`.

@@ -341,39 +341,97 @@ pub fn duration_words(ms: u64) -> String {
     }
 }
 
-/// The hang in words, for a report: where the ranks are, how long nothing
-/// changed, what the job did before, and the rule applied.
+/// The hang in words, for a report. When the analysis names the ranks the
+/// others wait for, first they, what they do and for how long, then their
+/// waiters ("rank 5 has been computing in smooth (solver.c:31) for 4 min
+/// 10 s, using the CPU all along; ranks 0-4 and 6-7 have waited for it in
+/// MPI_Allreduce (solver.c:88) for 4 min 10 s"); then how long nothing in
+/// the job changed, where the ranks are when no rank is named, what the job
+/// did before, and the rule applied.
 pub fn hang_words(state: &HangState, analysis: &Analysis, rule: HangRule) -> String {
-    // Ranks with the same place together, as the where-lines say them.
-    let mut groups: Vec<(&str, Vec<i64>)> = Vec::new();
-    for w in &analysis.where_ {
-        match groups.iter_mut().find(|(t, _)| *t == w.text) {
-            Some((_, rs)) => rs.push(w.rank),
-            None => groups.push((&w.text, vec![w.rank])),
+    // How long ranks have been where they are: the longest of them (the
+    // ranks waited on), or the shortest (their waiters: "at least").
+    let still_of = |ranks: &[i64], longest: bool| {
+        let times = ranks.iter().filter_map(|r| state.ranks_still_ms.get(r).copied());
+        let t = if longest { times.max() } else { times.min() };
+        t.unwrap_or(state.still_ms)
+    };
+    let busy = |r: &i64| {
+        state
+            .cpu_while_still_ms
+            .get(r)
+            .is_some_and(|&c| state.still_ms > 0 && c * 2 >= state.still_ms)
+    };
+    let mut sentences: Vec<String> = Vec::new();
+    let mut named: Vec<i64> = Vec::new();
+    for e in analysis.waited_on.iter().take(3) {
+        let many = e.ranks.len() > 1;
+        let mut s = format!(
+            "{} {} for {}",
+            ranks_words(&e.ranks),
+            been(&e.text, many),
+            duration_words(still_of(&e.ranks, true))
+        );
+        if e.ranks.iter().all(busy) {
+            s.push_str(", using the CPU all along");
         }
+        for w in e.waiters.iter().filter(|w| w.direct).take(3) {
+            let text = w
+                .text
+                .strip_prefix("waits ")
+                .or_else(|| w.text.strip_prefix("wait "))
+                .unwrap_or(&w.text);
+            s.push_str(&format!(
+                "; {} {} waited for {} {text} for {}",
+                ranks_words(&w.ranks),
+                if w.ranks.len() > 1 { "have" } else { "has" },
+                if many { "them" } else { "it" },
+                duration_words(still_of(&w.ranks, false))
+            ));
+        }
+        named.extend(&e.ranks);
+        sentences.push(s);
     }
-    let places: Vec<String> = groups
-        .iter()
-        .take(4)
-        .map(|(t, rs)| format!("{} {t}", ranks_words(rs)))
-        .collect();
     let mut words = format!(
         "nothing in the job changed for {} ({} samples): no rank moved and no queue changed",
         duration_words(state.still_ms),
         state.still_samples
     );
-    if !places.is_empty() {
-        words.push_str(&format!(
-            " ({}{})",
-            places.join("; "),
-            if groups.len() > 4 { "; ..." } else { "" }
-        ));
+    if sentences.is_empty() {
+        // Ranks with the same place together, as the where-lines say them.
+        let mut groups: Vec<(&str, Vec<i64>)> = Vec::new();
+        for w in &analysis.where_ {
+            match groups.iter_mut().find(|(t, _)| *t == w.text) {
+                Some((_, rs)) => rs.push(w.rank),
+                None => groups.push((&w.text, vec![w.rank])),
+            }
+        }
+        let places: Vec<String> = groups
+            .iter()
+            .take(4)
+            .map(|(t, rs)| {
+                let t = match t.strip_prefix("is ") {
+                    Some(rest) if rs.len() > 1 => format!("are {rest}"),
+                    _ => t.to_string(),
+                };
+                format!("{} {t}", ranks_words(rs))
+            })
+            .collect();
+        if !places.is_empty() {
+            words.push_str(&format!(
+                " ({}{})",
+                places.join("; "),
+                if groups.len() > 4 { "; ..." } else { "" }
+            ));
+        }
+    } else {
+        words = format!("{}; {words}", sentences.join("; "));
     }
     let busy: Vec<i64> = state
         .cpu_while_still_ms
-        .iter()
-        .filter(|(_, &c)| state.still_ms > 0 && c * 2 >= state.still_ms)
-        .map(|(r, _)| *r)
+        .keys()
+        .filter(|r| busy(r) && !named.contains(r))
+        .copied()
         .collect();
     if !busy.is_empty() {
         words.push_str(&format!(
@@ -396,6 +454,17 @@ pub fn hang_words(state: &HangState, analysis: &Analysis, rule: HangRule) -> Str
         duration_words(state.threshold_ms)
     ));
     words
+}
+
+/// A waited-on entry's words as a state that has lasted: "is computing in
+/// smooth" → "has been computing in smooth" ("have been" for `many`);
+/// "has exited" stays.
+fn been(text: &str, many: bool) -> String {
+    let has = if many { "have" } else { "has" };
+    match text.strip_prefix("is ").or_else(|| text.strip_prefix("are ")) {
+        Some(rest) => format!("{has} been {rest}"),
+        None => text.to_string(),
+    }
 }
 
 #[cfg(test)]

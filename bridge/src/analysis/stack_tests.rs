@@ -332,3 +332,98 @@ fn a_received_message_frees_the_receiver() {
     ]);
     assert_eq!(analyze(&s, None).verdict, Verdict::NoDeadlock);
 }
+
+/// Two ranks without queues (a packaged MPI), each in one blocking call,
+/// their calling frames the same in two samples.
+fn stacks_only(calls: [(&str, &str); 2]) -> Snapshot {
+    let ps = calls
+        .iter()
+        .enumerate()
+        .map(|(r, (entry, call))| {
+            let tid = 10 + r as u64;
+            let mut a = args(tid, call, None);
+            a.state = Some(format!("digest-{r}"));
+            let mut p = with(
+                process(r as i32, vec![]),
+                vec![in_mpi(tid, entry, 40 + r as u32)],
+                vec![a],
+            );
+            p.queues_missing = Some(crate::snapshot::model::QueuesMissing {
+                reason: crate::snapshot::model::MissingReason::NoDebugInfo,
+                mpi: None,
+                library: None,
+                installed_by: None,
+                debug_library: None,
+                missing_type: None,
+                build_id: None,
+                transport: None,
+            });
+            p
+        })
+        .collect();
+    snapshot(ps)
+}
+
+#[test]
+fn without_queues_a_send_and_a_receive_standing_still_may_be_one_transfer() {
+    // A large message on its way between rank 0's MPI_Send and rank 1's
+    // MPI_Recv looks like this in two samples: not a deadlock.
+    let s = stacks_only([("PMPI_Send", "send"), ("PMPI_Recv", "recv")]);
+    let a = analyze_samples(&s, Some(&s), Some(700));
+    assert_ne!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert!(!a.stalled);
+    assert!(
+        a.notes.iter().any(|n| n.starts_with(
+            "rank 0 in MPI_Send and rank 1 in MPI_Recv may be the two ends of one transfer still on its way"
+        )),
+        "{:#?}",
+        a.notes
+    );
+    // Two sends (or two receives) cannot be one transfer: the stall holds.
+    for calls in [
+        [("PMPI_Ssend", "ssend"), ("PMPI_Ssend", "ssend")],
+        [("PMPI_Recv", "recv"), ("PMPI_Recv", "recv")],
+    ] {
+        let s = stacks_only(calls);
+        let a = analyze_samples(&s, Some(&s), Some(700));
+        assert_eq!(a.verdict, Verdict::Deadlock, "{calls:?}: {a:#?}");
+        assert!(a.stalled);
+    }
+}
+
+/// MPICH: rank 0 in a blocking MPI_Send to rank 1 (no queue lists it),
+/// rank 1 in MPI_Recv from rank 0 whose receive has left the posted queue,
+/// tags `send_tag` and `recv_tag`, in two samples.
+fn send_meets_recv(send_tag: i64, recv_tag: i64) -> Snapshot {
+    let mut send = args(10, "send", Some("0"));
+    send.peer = Some(1);
+    send.tag = Some(send_tag);
+    let mut recv = args(11, "recv", Some("0"));
+    recv.peer = Some(0);
+    recv.tag = Some(recv_tag);
+    snapshot(vec![
+        with(
+            process(0, vec![world(2, 0)]),
+            vec![in_mpi(10, "PMPI_Send", 76)],
+            vec![send],
+        ),
+        with(
+            process(1, vec![world(2, 1)]),
+            vec![in_mpi(11, "PMPI_Recv", 78)],
+            vec![recv],
+        ),
+    ])
+}
+
+#[test]
+fn a_blocking_send_and_the_receive_it_matches_are_a_transfer_not_a_cycle() {
+    let s = send_meets_recv(5, 5);
+    let a = analyze_samples(&s, Some(&s), Some(700));
+    assert_eq!(a.verdict, Verdict::NoDeadlock, "{a:#?}");
+    assert!(a.cycles.is_empty());
+    // Another tag: neither can match the other, a cycle.
+    let s = send_meets_recv(5, 6);
+    let a = analyze_samples(&s, Some(&s), Some(700));
+    assert_eq!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert_eq!(a.cycles, vec![vec![0, 1]]);
+}

@@ -35,7 +35,13 @@ const SUMMARY_STEPS: usize = 10;
 /// calling frames' contents in both samples (a digest of their registers
 /// and stack, [`crate::stacks::state`]): that is all its queues would have
 /// added to "nothing changed".
-fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> Option<String> {
+///
+/// Not when two ranks without queues could be the two ends of one transfer
+/// still on its way (one in a call that may send, another in one that may
+/// receive, [`transfer_possible`]): a large message moving keeps both in
+/// the same place, and without the queues nothing shows it move. That is
+/// [`Stall::MaybeTransfer`].
+fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> Option<Stall> {
     let st = &inp.stacks;
     let p = inp.progress.as_ref()?;
     let unknown_queues = unknown.iter().any(|r| !st.stacks_only.contains(r));
@@ -77,10 +83,63 @@ fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> 
     } else {
         "neither their queues nor their stacks changed"
     };
-    Some(format!(
+    if let Some(words) = transfer_possible(inp) {
+        return Some(Stall::MaybeTransfer(words));
+    }
+    Some(Stall::Holds(format!(
         "no rank can make progress: every rank is blocked inside MPI and {what} between {}",
         interval_words(inp.interval_ms)
-    ))
+    )))
+}
+
+/// What the stall rule found, when its conditions held.
+enum Stall {
+    /// No rank can make progress: why.
+    Holds(String),
+    /// It would hold, but two ranks could be one transfer on its way: a
+    /// note naming them.
+    MaybeTransfer(String),
+}
+
+/// Two ranks without queues whose blocking calls could be the two ends of
+/// one point-to-point transfer: one in a call that may send (`MPI_Send`,
+/// `MPI_Ssend`, `MPI_Sendrecv`, a wait on requests of any kind), another in
+/// one that may receive (`MPI_Recv`, `MPI_Sendrecv`, a wait). Their
+/// arguments are not known without the MPI's debug information, so any
+/// such pair may match. In words, for a note; `None` when there is none.
+fn transfer_possible(inp: &Inputs<'_>) -> Option<String> {
+    let st = &inp.stacks;
+    let calls = |r: &i64| match st.places.get(r) {
+        Some(Place::InMpi(calls)) => calls.as_slice(),
+        _ => &[],
+    };
+    let may_send = |c: &super::calls::Call| {
+        matches!(
+            c.class,
+            CallClass::Send { .. } | CallClass::SendRecv | CallClass::Wait { .. }
+        )
+    };
+    // A probe too: a message on its way completes it.
+    let may_recv =
+        |c: &super::calls::Call| matches!(c.class, CallClass::Recv | CallClass::SendRecv | CallClass::Wait { .. });
+    for a in &st.stacks_only {
+        for ca in calls(a).iter().filter(|c| may_send(c)) {
+            for b in st.stacks_only.iter().filter(|&b| b != a) {
+                if let Some(cb) = calls(b).iter().find(|c| may_recv(c)) {
+                    let (na, nb) = (
+                        crate::stacks::position::c_name(&ca.name),
+                        crate::stacks::position::c_name(&cb.name),
+                    );
+                    return Some(format!(
+                        "rank {a} in {na} and rank {b} in {nb} may be the two ends of one transfer still on \
+                         its way: without the queues, a large message moving looks the same as a deadlock in \
+                         two samples; `mpiq run --detect` tells them apart over time"
+                    ));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// One wait in words, as seen from its rank.
@@ -290,10 +349,18 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
     } else {
         None
     };
-    if stall.is_some() {
-        dead = nodes.clone();
-        undecided.clear();
-    }
+    let stall = match stall {
+        Some(Stall::Holds(why)) => {
+            dead = nodes.clone();
+            undecided.clear();
+            Some(why)
+        }
+        Some(Stall::MaybeTransfer(words)) => {
+            notes.push(words);
+            None
+        }
+        None => None,
+    };
     for (r, why) in &inp.stacks.maybe {
         if undecided.contains(r) || dead.contains(r) {
             notes.push(why.clone());

@@ -3,7 +3,7 @@
 //! object probes first), and a receive whose request left the queue is
 //! about to return. It waits for its source to send a matching message.
 
-use super::{c_name, call_wait, unknown_partners, unresolved, Call, Scene};
+use super::{blocked_sending, c_name, call_wait, unknown_partners, unresolved, Call, Scene};
 use crate::analysis::job::{comm_words, translate};
 use crate::analysis::matching::{Target, Wait};
 use crate::analysis::model::OpKind;
@@ -53,8 +53,14 @@ pub(super) fn unlisted_recv(scene: &Scene<'_>, r: i64, call: &Call) -> Vec<Wait>
         return unresolved(r, call, OpKind::Call, 1, words, why);
     }
     let id = scene.ids.get(pr, ci);
-    if sources.iter().any(|&s| sends_pending(scene, s, r, id, tag)) {
-        return Vec::new(); // a matching message is on its way: it can match now
+    // A matching message is on its way (in its source's send queue, or its
+    // source in a blocking send that matches): it can match now.
+    let tag_known = args.is_some_and(|a| a.any_tag || a.tag.is_some());
+    if sources
+        .iter()
+        .any(|&s| sends_pending(scene, s, r, id, tag) || (tag_known && blocked_sending(scene, s, r, id, tag)))
+    {
+        return Vec::new();
     }
     let from = match sources.as_slice() {
         [s] => format!("rank {s}"),

@@ -201,11 +201,17 @@ fn cpu_used_while_still_is_kept_and_said() {
     assert_eq!(s.cpu_while_still_ms.get(&0), Some(&0));
     let a = crate::analysis::analyze(&stuck_job(1, "exp"), None);
     let words = hang_words(&s, &a, w.rule());
+    // The rank the others wait for first, what it does, for how long and
+    // on what CPU; then its waiters.
     assert!(
-        words.starts_with("nothing in the job changed for 2 s (3 samples)"),
+        words.starts_with(
+            "rank 3 has been computing in exp, called from smooth (solver.c:31) for 2 s, \
+             using the CPU all along; ranks 0-2 have waited for it in MPI_Allreduce (solver.c:88) for 2 s; \
+             nothing in the job changed for 2 s (3 samples)"
+        ),
         "{words}"
     );
-    assert!(words.contains("rank 3 used the CPU all along"), "{words}");
+    assert!(!words.contains("spinning"), "{words}");
     assert!(
         words.contains("before, it never stood still across two samples"),
         "{words}"
@@ -241,4 +247,30 @@ fn an_exited_rank_stays_where_it_is() {
     let s = w.push(1_000, &job, &none());
     assert!(s.hung, "{s:?}");
     assert_eq!(s.not_still, None);
+}
+
+#[test]
+fn with_no_rank_waited_on_the_words_say_where_the_ranks_are() {
+    let mut w = HangWatch::new(HangRule {
+        floor_ms: 1_000,
+        factor: 3.0,
+    });
+    // Every rank in MPI_Allreduce: no rank at the end of the waits.
+    let job = snapshot((0..4).map(|r| in_allreduce(r, "it1")).collect());
+    let mut s = HangState::default();
+    for t in [0u64, 1_000, 2_000] {
+        s = w.push(t, &job, &BTreeMap::from([(0, 10 + t)]));
+    }
+    assert!(s.hung, "{s:?}");
+    let a = crate::analysis::analyze(&job, None);
+    assert!(a.waited_on.is_empty(), "{:?}", a.waited_on);
+    let words = hang_words(&s, &a, w.rule());
+    assert!(
+        words.starts_with("nothing in the job changed for 2 s (3 samples): no rank moved and no queue changed (ranks 0-3 are in MPI_Allreduce"),
+        "{words}"
+    );
+    assert!(
+        words.contains("; rank 0 used the CPU all along (spinning in one place);"),
+        "{words}"
+    );
 }
