@@ -13,8 +13,10 @@
 //! target/release/mpiq-bench nodes [--nodes 8] [--per-node 32]        # a job across Slurm nodes
 //! target/release/mpiq-bench watch [--ranks 128] [--record]          # one refresh of `mpiq watch`
 //! target/release/mpiq-bench watch --replay SESSION.rec               # its analysis and screen alone
+//! target/release/mpiq-bench detect [--ranks 2] [--every 30s,10s,5s]   # what `mpiq run --detect` costs a job
 //! ```
 
+mod detect;
 mod drive;
 mod floor;
 mod nodes;
@@ -41,7 +43,9 @@ usage: mpiq-bench [--mpi openmpi,mpich] [--k 10,1000,10000,100000] [--reps N]
        mpiq-bench stacks [--ranks 128] [--reps 5] [--mpi openmpi] [--depths 10,100,1000,10000]
        mpiq-bench python [--ranks 32] [--reps 5] [--mpi openmpi]
        mpiq-bench nodes [--nodes 8] [--per-node 32] [--reps 5] [--mpi mpich]
-       mpiq-bench watch [--ranks 128] [--samples 6] [--mpi openmpi] [--idle] [--record] [--replay FILE]";
+       mpiq-bench watch [--ranks 128] [--samples 6] [--mpi openmpi] [--idle] [--record] [--replay FILE]
+       mpiq-bench detect [--mpi openmpi] [--ranks 2] [--iterations 20000] [--points 1000000]
+                         [--every 30s,10s,5s] [--reps 3]";
 
 /// What to measure.
 struct Plan {
@@ -270,7 +274,8 @@ fn main() {
     }
     // The subcommands that start jobs: each gets a scratch directory of its own.
     type Sub = fn(&[String], &Path) -> Result<(), String>;
-    let subs: [(&str, Sub); 4] = [
+    let subs: [(&str, Sub); 5] = [
+        ("detect", detect::main),
         ("stacks", stacks::main),
         ("nodes", nodes::main),
         ("python", python::main),
