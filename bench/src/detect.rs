@@ -1,11 +1,12 @@
 //! `mpiq-bench detect`: what `mpiq run --detect` costs a healthy job. The
 //! job is `examples/stencil.c`, a fixed amount of work whose ranks wait on
 //! each other every iteration, so each moment a rank is held stopped shows
-//! in its run time. Each round runs it under `mpiq run` without `--detect`,
-//! then with `--detect --detect-every E` for every interval asked, in turn;
-//! it reports the median run time of each, the difference to the plain
-//! run, and what `mpiq run` said its checks held the ranks stopped
-//! (`--detect's N checks held the ranks on this node stopped for ...`).
+//! in its run time. Each round runs it under `mpiq run --timeout 10h` (no
+//! checks), then with `--detect --detect-every E` for every interval asked
+//! (`default`: none given), in turn; it reports the median run time of
+//! each, the difference to the plain run, and what `mpiq run` said its
+//! checks held the ranks stopped (`--detect's N checks held the ranks on
+//! this node stopped for ...`).
 
 use std::path::Path;
 use std::time::Instant;
@@ -24,8 +25,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn one(mpi: Mpi, exe: &Path, ranks: usize, args: &[String], every: Option<&str>) -> Result<(f64, String), String> {
     let starter = mpi.starter_command(ranks, exe, args);
     let mut cmd = mpiq_tests::frontends::cli_command(&["run"]);
-    if let Some(e) = every {
-        cmd.args(["--detect", "--detect-every", e]);
+    match every {
+        Some("default") => {
+            cmd.arg("--detect");
+        }
+        Some(e) => {
+            cmd.args(["--detect", "--detect-every", e]);
+        }
+        // mpiq run needs one of the two; a timeout alone never looks.
+        None => {
+            cmd.args(["--timeout", "10h"]);
+        }
     }
     cmd.arg("--").arg(starter.get_program()).args(starter.get_args());
     for (k, v) in starter.get_envs() {
@@ -53,13 +63,14 @@ fn one(mpi: Mpi, exe: &Path, ranks: usize, args: &[String], every: Option<&str>)
 }
 
 /// `mpiq-bench detect [--mpi openmpi] [--ranks 2] [--iterations 20000]
-/// [--points 1000000] [--every 30s,10s,5s] [--reps 3]`.
+/// [--points 1000000] [--every default,10s,5s,1s] [--reps 3]` (`default`:
+/// `--detect` with no `--detect-every`).
 pub fn main(args: &[String], _scratch: &Path) -> Result<(), String> {
     let mut mpi = Mpi::OpenMpi;
     let mut ranks = 2usize;
     let mut iterations = 20_000u64;
     let mut points = 1_000_000u64;
-    let mut every: Vec<String> = ["30s", "10s", "5s"].map(String::from).to_vec();
+    let mut every: Vec<String> = ["default", "10s", "5s", "1s"].map(String::from).to_vec();
     let mut reps = 3usize;
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -95,7 +106,7 @@ pub fn main(args: &[String], _scratch: &Path) -> Result<(), String> {
             eprintln!(
                 "  round {}: {:<22} {secs:7.2} s  {words} (load {})",
                 round + 1,
-                m.map_or("plain".to_string(), |e| format!("--detect-every {e}")),
+                m.map_or("plain".to_string(), |e| format!("--detect {e}")),
                 proc::loadavg()
             );
             times[i].push(secs);

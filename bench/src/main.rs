@@ -13,7 +13,7 @@
 //! target/release/mpiq-bench nodes [--nodes 8] [--per-node 32]        # a job across Slurm nodes
 //! target/release/mpiq-bench watch [--ranks 128] [--record]          # one refresh of `mpiq watch`
 //! target/release/mpiq-bench watch --replay SESSION.rec               # its analysis and screen alone
-//! target/release/mpiq-bench detect [--ranks 2] [--every 30s,10s,5s]   # what `mpiq run --detect` costs a job
+//! target/release/mpiq-bench detect [--ranks 2] [--every default,5s]   # what `mpiq run --detect` costs a job
 //! ```
 
 mod detect;
@@ -45,7 +45,7 @@ usage: mpiq-bench [--mpi openmpi,mpich] [--k 10,1000,10000,100000] [--reps N]
        mpiq-bench nodes [--nodes 8] [--per-node 32] [--reps 5] [--mpi mpich]
        mpiq-bench watch [--ranks 128] [--samples 6] [--mpi openmpi] [--idle] [--record] [--replay FILE]
        mpiq-bench detect [--mpi openmpi] [--ranks 2] [--iterations 20000] [--points 1000000]
-                         [--every 30s,10s,5s] [--reps 3]";
+                         [--every default,10s,5s,1s] [--reps 3]";
 
 /// What to measure.
 struct Plan {

@@ -10,7 +10,7 @@ use mpiq::{DumpOptions, Format, UsageError};
 mod run_args;
 mod watch_args;
 use run_args::RUN_HELP;
-pub use run_args::{parse_duration, parse_positive_duration, RunArgs};
+pub use run_args::{parse_duration, parse_positive_duration, RunArgs, DEFAULT_DETECT_EVERY, STOPPED_SHARE_INVERSE};
 pub use watch_args::WatchArgs;
 use watch_args::WATCH_HELP;
 
@@ -706,7 +706,7 @@ mod tests {
         assert_eq!(words(&r), ["mpirun", "-n", "4", "./t", "--timeout", "3"]);
         assert_eq!(
             (r.detect, r.detect_every, r.grace),
-            (false, Duration::from_secs(30), Duration::from_secs(10))
+            (false, None, Duration::from_secs(10))
         );
         // Without `--`, the command starts at the first word that is not mpiq run's.
         let r = parse(&["--detect", "--grace", "0", "srun", "-n", "2", "x"]).unwrap();
@@ -717,7 +717,13 @@ mod tests {
         assert!(parse(&["--timeout", "0s", "true"]).is_err());
         assert!(parse(&["--timeout", "1s", "--detect-every", "5s", "true"]).is_err());
         let r = parse(&["--timeout", "1s", "--detect", "--detect-every", "500ms", "true"]).unwrap();
-        assert_eq!(r.detect_every, Duration::from_millis(500));
+        assert_eq!(r.detect_every, Some(Duration::from_millis(500)));
+        // As given; by default 30 s, or 100 x the last check's longest stop.
+        assert_eq!(r.detect_interval(Duration::from_secs(1)), Duration::from_millis(500));
+        let d = parse(&["--detect", "true"]).unwrap();
+        assert_eq!(d.detect_interval(Duration::ZERO), Duration::from_secs(30));
+        assert_eq!(d.detect_interval(Duration::from_millis(200)), Duration::from_secs(30));
+        assert_eq!(d.detect_interval(Duration::from_millis(450)), Duration::from_secs(45));
         for (text, ms) in [
             ("500ms", 500),
             ("60s", 60_000),

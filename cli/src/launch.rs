@@ -177,7 +177,7 @@ fn watch(
     cost: &mut DetectCost,
 ) -> Watched {
     let deadline = args.timeout.map(|t| started + t);
-    let mut next_check = args.detect.then(|| started + args.detect_every);
+    let mut next_check = args.detect.then(|| started + args.detect_interval(Duration::ZERO));
     let mut checks = 0;
     let rule = HangRule {
         floor_ms: u64::try_from(args.min_hang.as_millis()).unwrap_or(u64::MAX),
@@ -242,7 +242,7 @@ fn watch(
                 }
                 Err(why) => note(format_args!("check {checks}: not read: {why}")),
             }
-            next_check = Some(Instant::now() + args.detect_every);
+            next_check = Some(Instant::now() + args.detect_interval(cost.last().unwrap_or_default()));
             continue;
         }
         let wake = [Some(now + POLL), deadline, next_check].into_iter().flatten().min();
@@ -351,7 +351,7 @@ fn hung(
         Ending::Deadlock { check, starter, report } => (
             format!(
                 "which --detect found deadlocked (check {check}; checks every {})",
-                fmt_duration(args.detect_every)
+                every_words(args)
             ),
             Ok((starter, *report)),
         ),
@@ -369,7 +369,7 @@ fn hung(
             (
                 format!(
                     "which --detect found hung (check {check}; checks every {}): {words}",
-                    fmt_duration(args.detect_every)
+                    every_words(args)
                 ),
                 Ok((starter, *report)),
             )
@@ -472,6 +472,17 @@ fn hung(
             " by SIGTERM"
         }
     );
+}
+
+/// The interval of the checks in words: as given, or the default's rule.
+fn every_words(args: &RunArgs) -> String {
+    match args.detect_every {
+        Some(d) => fmt_duration(d),
+        None => format!(
+            "{}, or longer to keep the ranks stopped under 1% of the time",
+            fmt_duration(crate::args::DEFAULT_DETECT_EVERY)
+        ),
+    }
 }
 
 /// Writes one report file, noting it or the failure.

@@ -348,16 +348,9 @@ fn stacks_only(calls: [(&str, &str); 2]) -> Snapshot {
                 vec![in_mpi(tid, entry, 40 + r as u32)],
                 vec![a],
             );
-            p.queues_missing = Some(crate::snapshot::model::QueuesMissing {
-                reason: crate::snapshot::model::MissingReason::NoDebugInfo,
-                mpi: None,
-                library: None,
-                installed_by: None,
-                debug_library: None,
-                missing_type: None,
-                build_id: None,
-                transport: None,
-            });
+            p.queues_missing = Some(crate::snapshot::model::QueuesMissing::new(
+                crate::snapshot::model::MissingReason::NoDebugInfo,
+            ));
             p
         })
         .collect();

@@ -34,10 +34,16 @@ that has an MPIR_proctable and is not an MPI rank. When there is none, the
 report says so and the job is ended all the same.
 
 --detect: --detect-every after the start, and --detect-every after each check,
-mpiq reads the job (the ranks are stopped for moments, twice). A check ends the
-job when its verdict is \"deadlock\", or when the job is hung: some ranks wait
-(or poll) in MPI, and since the first of at least 3 checks in a row nothing in
-the job has changed (no rank's place, calling frames or queues) for at least
+mpiq reads the job (the ranks are stopped for moments, twice). What that costs:
+each check holds the ranks stopped while it reads them, some 20-400 ms for a few
+ranks on a busy node (mpiq-bench detect); the default interval, 30 s, grows to
+100 x the last check's longest stop when that is longer, so that the checks hold
+the ranks stopped at most 1% of the time. At the end mpiq run says what its
+checks cost (--detect's N checks held the ranks on this node stopped for ...).
+A check ends the job when its verdict is \"deadlock\", or when the job is hung:
+some ranks wait (or poll) in MPI, and since the first of at least 3 checks in a
+row nothing in the job has changed (no rank's place, calling frames or queues)
+for at least
   max(--min-hang, 3 x the longest the job stood still before and moved on)
 The job's own pauses are learnt from the checks before: a job that once stood
 still for 40 s and went on is called hung only after 2 min of it; a job never
@@ -99,9 +105,11 @@ pub struct RunArgs {
     /// --detect never calls a job hung before it has stood still this long.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_positive_duration, requires = "detect")]
     pub min_hang: Duration,
-    /// How often --detect checks (the first check after this long).
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration, requires = "detect")]
-    pub detect_every: Duration,
+    /// How often --detect checks (the first check after this long)
+    /// [default: 30s, or 100 x the longest a rank was held stopped by the
+    /// last check when that is longer: at most 1% of the job's time]
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration, requires = "detect")]
+    pub detect_every: Option<Duration>,
     /// How long the job has after SIGTERM before SIGKILL.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub grace: Duration,
@@ -109,6 +117,23 @@ pub struct RunArgs {
     /// starts one (after `--`, or after mpiq run's options).
     #[arg(value_name = "COMMAND", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
+}
+
+/// --detect's interval when not given.
+pub const DEFAULT_DETECT_EVERY: Duration = Duration::from_secs(30);
+
+/// With the default interval, a check comes at least this many times the
+/// longest a rank was held stopped by the one before (1%).
+pub const STOPPED_SHARE_INVERSE: u32 = 100;
+
+impl RunArgs {
+    /// The interval before the next check: --detect-every as given, else
+    /// [`DEFAULT_DETECT_EVERY`] or [`STOPPED_SHARE_INVERSE`] x `last_stop`
+    /// (the longest a rank was held stopped by the last check), the longer.
+    pub fn detect_interval(&self, last_stop: Duration) -> Duration {
+        self.detect_every
+            .unwrap_or_else(|| DEFAULT_DETECT_EVERY.max(last_stop.saturating_mul(STOPPED_SHARE_INVERSE)))
+    }
 }
 
 /// A duration: a number with a unit, `ms`, `s`, `m` or `h` (`500ms`, `1.5s`,
