@@ -16,9 +16,15 @@ use mpiq_tests::{build_example, Example, Mpi};
 use crate::proc;
 use crate::stacks::parse_mpi;
 
+/// The median; of an even count, the mean of the middle two.
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    let n = v.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// One run: wall time (s), and the words `mpiq run` said of its checks.
@@ -123,9 +129,11 @@ pub fn main(args: &[String], _scratch: &Path) -> Result<(), String> {
         let runs: Vec<String> = times[i].iter().map(|s| format!("{s:.1}")).collect();
         println!(
             "| {} | {t:.2} | {:+.2} % | {} | {} |",
-            m.map_or("without --detect".to_string(), |e| format!(
-                "--detect --detect-every {e}"
-            )),
+            match m {
+                None => "without --detect".to_string(),
+                Some("default") => "--detect (default interval)".to_string(),
+                Some(e) => format!("--detect --detect-every {e}"),
+            },
             100.0 * (t - plain) / plain,
             runs.join(", "),
             said[i].last().map_or("", String::as_str)
