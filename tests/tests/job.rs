@@ -133,8 +133,9 @@ fn deadlock_cycle_live_and_in_cores_openmpi5() {
 
 /// MPICH 4.0.2's ch4 library reads receives wrongly (docs/mpi-support.md), so mpiq never
 /// shows them: the deadlock is found from the stacks alone (every rank in `MPI_Wait`, unmoved
-/// across two samples), with no cycle, and said so; one sample (a core file) cannot show it
-/// and says `unknown`, never `no_deadlock`.
+/// across two samples; the send queues, which ch4 keeps, are read and empty, so no wait can be
+/// one end of a transfer still on its way), with no cycle, and said so; one sample (a core
+/// file) cannot show it and says `unknown`, never `no_deadlock`.
 #[test]
 fn deadlock_from_stacks_live_replayed_and_in_cores_mpich_ch4() {
     gdb::require_ptrace();

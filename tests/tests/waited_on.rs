@@ -310,7 +310,9 @@ fn transfer(mpi: Mpi) {
         if at(0).contains("MPI_Send") && at(1).contains("MPI_Recv") {
             caught += 1;
             eprintln!("{what}: both ranks in the transfer: {verdict}: {summary}");
-            let allowed: &[&str] = if mpi.is_packaged() {
+            // Without trusted queues (packaged MPIs, MPICH 4.0's ch4) the
+            // match cannot be seen whole: unknown at worst.
+            let allowed: &[&str] = if mpi.is_packaged() || mpi.is_ch4() {
                 &["no_deadlock", "unknown"]
             } else {
                 &["no_deadlock"]

@@ -65,6 +65,8 @@ pub(super) fn stacks_only_missing(inp: &Inputs<'_>, only: &[i64]) -> String {
              could not be",
             ranks_words(&r)
         )
+    } else if let Some(words) = super::verdict::transfer_possible(inp) {
+        words
     } else {
         "the stacks cannot tell whether the ranks' calls can complete (all in one collective, a test \
          loop, or calling frames that could not be read)"
