@@ -65,7 +65,7 @@ pub(super) fn stacks_only_missing(inp: &Inputs<'_>, only: &[i64]) -> String {
              could not be",
             ranks_words(&r)
         )
-    } else if let Some(words) = super::verdict::transfer_possible(inp) {
+    } else if let Some(words) = transfer_possible(inp) {
         words
     } else {
         "the stacks cannot tell whether the ranks' calls can complete (all in one collective, a test \
@@ -91,4 +91,59 @@ fn undigested(st: &StackFacts<'_>) -> Vec<i64> {
         })
         .copied()
         .collect()
+}
+
+/// Two ranks without queues whose blocking calls could be the two ends of
+/// one point-to-point transfer: one in a call that may send (`MPI_Send`,
+/// `MPI_Ssend`, `MPI_Sendrecv`, a wait on requests, unless its send queues
+/// are read and empty), another in
+/// one that may receive (`MPI_Recv`, `MPI_Sendrecv`, a wait). Their
+/// arguments are not known without the MPI's debug information, so any
+/// such pair may match. In words, for the summary; `None` when there is
+/// none.
+pub(super) fn transfer_possible(inp: &Inputs<'_>) -> Option<String> {
+    let st = &inp.stacks;
+    let calls = |r: &i64| match st.places.get(r) {
+        Some(Place::InMpi(calls)) => calls.as_slice(),
+        _ => &[],
+    };
+    // A wait may be on a send unless the rank's send queues are read and
+    // hold none (MPICH 4.0's ch4: its sends are kept, its receives not).
+    let no_sends = |r: &i64| {
+        inp.job.procs.get(r).is_some_and(|&pi| {
+            let p = &st.snap.processes[pi];
+            !p.communicators.is_empty()
+                && p.communicators.iter().all(|c| {
+                    let q = &c.queues.sends;
+                    q.available && !q.incomplete && q.operations.is_empty()
+                })
+        })
+    };
+    let may_send = |r: &i64, c: &super::calls::Call| match c.class {
+        CallClass::Send { .. } | CallClass::SendRecv => true,
+        CallClass::Wait { .. } => !no_sends(r),
+        _ => false,
+    };
+    // A probe too: a message on its way completes it.
+    let may_recv =
+        |c: &super::calls::Call| matches!(c.class, CallClass::Recv | CallClass::SendRecv | CallClass::Wait { .. });
+    for a in &st.stacks_only {
+        for ca in calls(a).iter().filter(|c| may_send(a, c)) {
+            for b in st.stacks_only.iter().filter(|&b| b != a) {
+                if let Some(cb) = calls(b).iter().find(|c| may_recv(c)) {
+                    let (na, nb) = (
+                        crate::stacks::position::c_name(&ca.name),
+                        crate::stacks::position::c_name(&cb.name),
+                    );
+                    return Some(format!(
+                        "rank {a} in {na} and rank {b} in {nb} may be the two ends of one transfer still on \
+                         its way (their calls' arguments are not known): without the queues, a large message \
+                         moving looks the same as a deadlock in two samples; `mpiq run --detect` tells them \
+                         apart over time"
+                    ));
+                }
+            }
+        }
+    }
+    None
 }

@@ -38,9 +38,9 @@ const SUMMARY_STEPS: usize = 10;
 ///
 /// Not when two ranks without queues could be the two ends of one transfer
 /// still on its way (one in a call that may send, another in one that may
-/// receive, [`transfer_possible`]): a large message moving keeps both in
-/// the same place, and without the queues nothing shows it move. That is
-/// [`Stall::MaybeTransfer`].
+/// receive, [`super::missing::transfer_possible`]): a large message moving
+/// keeps both in the same place, and without the queues nothing shows it
+/// move. That is [`Stall::MaybeTransfer`].
 fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> Option<Stall> {
     let st = &inp.stacks;
     let p = inp.progress.as_ref()?;
@@ -83,7 +83,7 @@ fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> 
     } else {
         "neither their queues nor their stacks changed"
     };
-    if transfer_possible(inp).is_some() {
+    if super::missing::transfer_possible(inp).is_some() {
         return Some(Stall::MaybeTransfer);
     }
     Some(Stall::Holds(format!(
@@ -99,61 +99,6 @@ enum Stall {
     /// It would hold, but two ranks could be one transfer on its way: the
     /// summary says so ([`super::missing`]).
     MaybeTransfer,
-}
-
-/// Two ranks without queues whose blocking calls could be the two ends of
-/// one point-to-point transfer: one in a call that may send (`MPI_Send`,
-/// `MPI_Ssend`, `MPI_Sendrecv`, a wait on requests, unless its send queues
-/// are read and empty), another in
-/// one that may receive (`MPI_Recv`, `MPI_Sendrecv`, a wait). Their
-/// arguments are not known without the MPI's debug information, so any
-/// such pair may match. In words, for the summary; `None` when there is
-/// none.
-pub(super) fn transfer_possible(inp: &Inputs<'_>) -> Option<String> {
-    let st = &inp.stacks;
-    let calls = |r: &i64| match st.places.get(r) {
-        Some(Place::InMpi(calls)) => calls.as_slice(),
-        _ => &[],
-    };
-    // A wait may be on a send unless the rank's send queues are read and
-    // hold none (MPICH 4.0's ch4: its sends are kept, its receives not).
-    let no_sends = |r: &i64| {
-        inp.job.procs.get(r).is_some_and(|&pi| {
-            let p = &st.snap.processes[pi];
-            !p.communicators.is_empty()
-                && p.communicators.iter().all(|c| {
-                    let q = &c.queues.sends;
-                    q.available && !q.incomplete && q.operations.is_empty()
-                })
-        })
-    };
-    let may_send = |r: &i64, c: &super::calls::Call| match c.class {
-        CallClass::Send { .. } | CallClass::SendRecv => true,
-        CallClass::Wait { .. } => !no_sends(r),
-        _ => false,
-    };
-    // A probe too: a message on its way completes it.
-    let may_recv =
-        |c: &super::calls::Call| matches!(c.class, CallClass::Recv | CallClass::SendRecv | CallClass::Wait { .. });
-    for a in &st.stacks_only {
-        for ca in calls(a).iter().filter(|c| may_send(a, c)) {
-            for b in st.stacks_only.iter().filter(|&b| b != a) {
-                if let Some(cb) = calls(b).iter().find(|c| may_recv(c)) {
-                    let (na, nb) = (
-                        crate::stacks::position::c_name(&ca.name),
-                        crate::stacks::position::c_name(&cb.name),
-                    );
-                    return Some(format!(
-                        "rank {a} in {na} and rank {b} in {nb} may be the two ends of one transfer still on \
-                         its way (their calls' arguments are not known): without the queues, a large message \
-                         moving looks the same as a deadlock in two samples; `mpiq run --detect` tells them \
-                         apart over time"
-                    ));
-                }
-            }
-        }
-    }
-    None
 }
 
 /// One wait in words, as seen from its rank.
