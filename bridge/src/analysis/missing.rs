@@ -94,41 +94,26 @@ fn undigested(st: &StackFacts<'_>) -> Vec<i64> {
 }
 
 /// Two ranks without queues whose blocking calls could be the two ends of
-/// one point-to-point transfer: one in a call that may send (`MPI_Send`,
-/// `MPI_Ssend`, `MPI_Sendrecv`, a wait on requests, unless its send queues
-/// are read and empty), another in
-/// one that may receive (`MPI_Recv`, `MPI_Sendrecv`, a wait). Their
-/// arguments are not known without the MPI's debug information, so any
-/// such pair may match. In words, for the summary; `None` when there is
-/// none.
+/// one point-to-point transfer: one in a blocking send (`MPI_Send`,
+/// `MPI_Ssend`, `MPI_Sendrecv`), another in a call that may receive it
+/// (`MPI_Recv`, a probe, `MPI_Sendrecv`, a wait). Their arguments are not
+/// known without the MPI's debug information, so any such pair may match.
+/// In words, for the summary; `None` when there is none.
 pub(super) fn transfer_possible(inp: &Inputs<'_>) -> Option<String> {
     let st = &inp.stacks;
     let calls = |r: &i64| match st.places.get(r) {
         Some(Place::InMpi(calls)) => calls.as_slice(),
         _ => &[],
     };
-    // A wait may be on a send unless the rank's send queues are read and
-    // hold none (MPICH 4.0's ch4: its sends are kept, its receives not).
-    let no_sends = |r: &i64| {
-        inp.job.procs.get(r).is_some_and(|&pi| {
-            let p = &st.snap.processes[pi];
-            !p.communicators.is_empty()
-                && p.communicators.iter().all(|c| {
-                    let q = &c.queues.sends;
-                    q.available && !q.incomplete && q.operations.is_empty()
-                })
-        })
-    };
-    let may_send = |r: &i64, c: &super::calls::Call| match c.class {
-        CallClass::Send { .. } | CallClass::SendRecv => true,
-        CallClass::Wait { .. } => !no_sends(r),
-        _ => false,
-    };
+    // A blocking send: a wait's requests are not known without the queues,
+    // and counting every wait as a possible send would leave no Irecv/Wait
+    // deadlock a deadlock (docs/design/stacks.md §5.5 says what that misses).
+    let may_send = |c: &super::calls::Call| matches!(c.class, CallClass::Send { .. } | CallClass::SendRecv);
     // A probe too: a message on its way completes it.
     let may_recv =
         |c: &super::calls::Call| matches!(c.class, CallClass::Recv | CallClass::SendRecv | CallClass::Wait { .. });
     for a in &st.stacks_only {
-        for ca in calls(a).iter().filter(|c| may_send(a, c)) {
+        for ca in calls(a).iter().filter(|c| may_send(c)) {
             for b in st.stacks_only.iter().filter(|&b| b != a) {
                 if let Some(cb) = calls(b).iter().find(|c| may_recv(c)) {
                     let (na, nb) = (
