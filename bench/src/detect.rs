@@ -14,18 +14,8 @@ use std::time::Instant;
 use mpiq_tests::{build_example, Example, Mpi};
 
 use crate::proc;
+use crate::report::median;
 use crate::stacks::parse_mpi;
-
-/// The median; of an even count, the mean of the middle two.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
 
 /// One run: wall time (s), and the words `mpiq run` said of its checks.
 fn one(mpi: Mpi, exe: &Path, ranks: usize, args: &[String], every: Option<&str>) -> Result<(f64, String), String> {
@@ -119,13 +109,13 @@ pub fn main(args: &[String], _scratch: &Path) -> Result<(), String> {
             said[i].push(words);
         }
     }
-    let plain = median(times[0].clone());
+    let plain = median(&times[0]);
     println!(
         "\n| mpiq run | median run time (s) | against plain | runs | what mpiq run said of its checks (last run) |"
     );
     println!("|---|---|---|---|---|");
     for (i, m) in modes.iter().enumerate() {
-        let t = median(times[i].clone());
+        let t = median(&times[i]);
         let runs: Vec<String> = times[i].iter().map(|s| format!("{s:.1}")).collect();
         println!(
             "| {} | {t:.2} | {:+.2} % | {} | {} |",
