@@ -72,6 +72,56 @@ pub struct DumpOptions {
     /// `--targets` as given: which of the debugger's inferiors or targets
     /// the front end reads (the bridge keeps it and does nothing with it).
     pub targets: Option<String>,
+    /// `--ranks`: whose queues and stacks a job's text report shows in
+    /// detail (`None`: the ranks the verdict names; `--all`: every rank).
+    pub ranks: Option<RankSet>,
+}
+
+/// A set of world ranks as given to `--ranks`: `all`, or ranks and
+/// inclusive ranges separated by commas (`0-3,7`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RankSet {
+    /// Every rank.
+    All,
+    /// These inclusive ranges.
+    Ranges(Vec<(i64, i64)>),
+}
+
+impl RankSet {
+    /// Parses `all`, or `0-3,7,12`.
+    pub fn parse(v: &str) -> Result<RankSet, UsageError> {
+        let bad = || {
+            UsageError(format!(
+                "--ranks takes `all` or world ranks and ranges separated by commas (0-3,7), not '{v}'"
+            ))
+        };
+        if v.trim() == "all" {
+            return Ok(RankSet::All);
+        }
+        let mut out = Vec::new();
+        for part in v.split(',').map(str::trim) {
+            let (a, b) = match part.split_once('-') {
+                Some((a, b)) => (a.trim(), b.trim()),
+                None => (part, part),
+            };
+            let (Ok(a), Ok(b)) = (a.parse::<i64>(), b.parse::<i64>()) else {
+                return Err(bad());
+            };
+            if a < 0 || b < a {
+                return Err(bad());
+            }
+            out.push((a, b));
+        }
+        Ok(RankSet::Ranges(out))
+    }
+
+    /// Whether the set holds `rank`.
+    pub fn contains(&self, rank: i64) -> bool {
+        match self {
+            RankSet::All => true,
+            RankSet::Ranges(r) => r.iter().any(|&(a, b)| (a..=b).contains(&rank)),
+        }
+    }
 }
 
 /// A bad argument.
@@ -225,10 +275,14 @@ pub const DUMP_OPTIONS: &[OptionSpec<DumpOptions>] = &[
         o.format = Format::Json;
         Ok(())
     }),
-    OptionSpec::switch("all", "also list communicators with nothing pending", |o, _| {
-        o.all = true;
-        Ok(())
-    }),
+    OptionSpec::switch(
+        "all",
+        "also list communicators with nothing pending, and in a job's text report every rank",
+        |o, _| {
+            o.all = true;
+            Ok(())
+        },
+    ),
     OptionSpec::valued(
         "comm",
         "NAME|ID",
@@ -245,6 +299,16 @@ pub const DUMP_OPTIONS: &[OptionSpec<DumpOptions>] = &[
         apply_queue,
     )
     .repeatable(),
+    OptionSpec::valued(
+        "ranks",
+        "LIST",
+        "in a job's text report, show the queues and stacks of these ranks (0-3,7, or all); by default \
+         only of the ranks the verdict names (the JSON has every rank)",
+        |o, v| {
+            o.ranks = Some(RankSet::parse(v)?);
+            Ok(())
+        },
+    ),
     OptionSpec::valued(
         "dll",
         "FILE",

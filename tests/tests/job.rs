@@ -67,14 +67,27 @@ fn deadlock(mpi: Mpi) {
     }
     assert_released(job.starter_pid());
 
-    // The text view: the queues, then the verdict in plain words.
+    // The text view: the verdict in plain words first, then where the
+    // ranks are, then the queues of the ranks it names (at most four by
+    // default; every rank with --all).
     let r = mpiq(&["job", "--starter", &starter, "--samples", "1"]);
     assert_eq!(r.code(), Some(EXIT_DEADLOCK), "{}", r.all());
-    let analysis_at = r
-        .stdout
-        .find("Deadlock analysis: DEADLOCK")
-        .unwrap_or_else(|| panic!("{}", r.all()));
-    assert!(r.stdout[..analysis_at].contains("Posted receives (1):"), "{}", r.all());
+    assert!(r.stdout.starts_with("Deadlock analysis: DEADLOCK\n"), "{}", r.all());
+    let detail_at = r.stdout.find(" in detail").unwrap_or_else(|| panic!("{}", r.all()));
+    let shown = n.min(4) as usize;
+    assert_eq!(
+        r.stdout[detail_at..].matches("Posted receives (1):").count(),
+        shown,
+        "{}",
+        r.all()
+    );
+    let all = mpiq(&["job", "--starter", &starter, "--samples", "1", "--all"]);
+    assert_eq!(
+        all.stdout.matches("Posted receives (1):").count(),
+        n as usize,
+        "{}",
+        all.all()
+    );
     let ring: Vec<String> = (0..=n).map(|i| (i % n).to_string()).collect();
     assert!(
         r.stdout.contains(&format!("cycle: {}", ring.join(" -> "))),

@@ -439,3 +439,21 @@ fn a_blocking_send_and_a_wait_may_be_one_transfer_but_waits_alone_stall() {
     assert_eq!(a.verdict, Verdict::Deadlock, "{a:#?}");
     assert!(a.stalled);
 }
+
+#[test]
+fn ten_thousand_ranks_report_in_two_screens() {
+    // Ranks 1-9999 wait in MPI_Recv for rank 0, which is in MPI_Barrier.
+    let r = crate::render::Report::analyzed(crate::render::Samples {
+        current: barrier_vs_recv(10_000, true),
+        ..Default::default()
+    });
+    let text = r.render(&crate::DumpOptions::default());
+    let rows: usize = text.lines().map(|l| l.chars().count().div_ceil(100).max(1)).sum();
+    assert!(rows <= 100, "{rows} screen lines:\n{text}");
+    assert!(text.starts_with("Deadlock analysis: "), "{text}");
+    let (_, detail) = text.split_once(" in detail").expect(&text);
+    assert!(
+        detail.contains("Process pid 1000, rank 0:"),
+        "rank 0, whom the others wait for:\n{text}"
+    );
+}

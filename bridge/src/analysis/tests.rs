@@ -650,3 +650,48 @@ fn a_corrupt_world_rank_does_not_blow_up_the_analysis() {
     let a = analyze(&s, None);
     assert!(a.notes.iter().any(|n| n.contains("implausible")), "{:?}", a.notes);
 }
+
+/// Wrapped at `width` columns, how many screen lines the text takes.
+fn screen_lines(text: &str, width: usize) -> usize {
+    text.lines().map(|l| l.chars().count().div_ceil(width).max(1)).sum()
+}
+
+#[test]
+fn a_thousand_rank_deadlock_says_so_in_its_first_lines() {
+    let r = crate::render::Report::analyzed(crate::render::Samples {
+        current: deadlock_c(1000),
+        ..Default::default()
+    });
+    let text = r.render(&crate::DumpOptions::default());
+    let first: Vec<&str> = text.lines().take(10).collect();
+    assert_eq!(first[0], "Deadlock analysis: DEADLOCK", "{text}");
+    assert!(first[1].starts_with("  deadlock: rank 0 waits for rank 1"), "{text}");
+    assert_eq!(
+        first[2],
+        "  cycle: 0 -> 1 -> 2 -> 3 -> 4 -> 5 -> 6 -> 7 -> ... (1000 ranks in all) ... -> 997 -> 998 -> 999 -> 0"
+    );
+    // The detail of four of the cycle's ranks, and how to see the others.
+    assert_eq!(text.matches("\nProcess pid").count(), 4, "{text}");
+    assert!(
+        text.contains("\nRanks 0-3 in detail (the verdict names ranks 0-999; --ranks LIST or --all shows others):\n"),
+        "{text}"
+    );
+    assert!(text.contains("    ... 988 more (the JSON lists every one)\n"), "{text}");
+    assert!(
+        screen_lines(&text, 100) <= 100,
+        "{} lines:\n{text}",
+        screen_lines(&text, 100)
+    );
+    // --ranks shows the ranks asked for, --all every one; the JSON has every rank.
+    let some = r.render(&crate::DumpOptions::parse_line("--ranks 500-501,999").unwrap());
+    assert_eq!(some.matches("\nProcess pid").count(), 3, "{some}");
+    assert!(
+        some.contains("\nRanks 500, 501 and 999 in detail (--ranks):\n"),
+        "{some}"
+    );
+    let all = r.render(&crate::DumpOptions::parse_line("--all").unwrap());
+    assert_eq!(all.matches("\nProcess pid").count(), 1000);
+    let json = r.render(&crate::DumpOptions::parse_line("--json").unwrap());
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["processes"].as_array().map(Vec::len), Some(1000));
+}

@@ -191,11 +191,12 @@ fn the_report_shows_the_commands_after_the_merged_stacks() {
         current: snap.clone(),
         ..Samples::default()
     });
-    let text = r.render_with(&DumpOptions::default(), Some(&h));
+    let text = r.render_with(&DumpOptions::parse_line("--ranks 1").unwrap(), Some(&h));
     let stacks = text.find("Where the ranks are").expect(&text);
     let debug = text.find("\nDebug one rank of each group:\n").expect(&text);
     let verdict = text.find("Deadlock analysis").expect(&text);
-    assert!(stacks < debug && debug < verdict, "{text}");
+    let detail = text.find("\nProcess pid").expect(&text);
+    assert!(verdict < stacks && stacks < debug && debug < detail, "{text}");
     assert_eq!(
         r.render(&DumpOptions::default()),
         r.render_with(&DumpOptions::default(), None)

@@ -280,8 +280,13 @@ fn render_op(out: &mut String, i: usize, op: &Operation, kind: QueueKind) {
 
 /// The human-readable view.
 pub fn render_text(snapshot: &Snapshot, opts: &DumpOptions) -> String {
+    render_processes_text(snapshot.processes.iter(), opts)
+}
+
+/// The human-readable view of some processes of a snapshot.
+pub fn render_processes_text<'a>(processes: impl Iterator<Item = &'a ProcessSnapshot>, opts: &DumpOptions) -> String {
     let mut out = String::new();
-    for (i, p) in snapshot.processes.iter().enumerate() {
+    for (i, p) in processes.enumerate() {
         if i > 0 {
             out.push('\n');
         }

@@ -10,9 +10,10 @@
 //! `--folded` prints the merged stacks alone ([`super::folded`]).
 
 use super::handoff::{self, Handoff};
+use crate::analysis::ranks_words;
 use crate::analysis::{self, Analysis, Verdict};
-use crate::options::{DumpOptions, Format};
-use crate::snapshot::model::Snapshot;
+use crate::options::{DumpOptions, Format, RankSet};
+use crate::snapshot::model::{ProcessSnapshot, Snapshot};
 use crate::stacks::tree::{Mode, StackTree};
 
 /// The samples of one command: the last snapshot and, for a live job, the
@@ -118,6 +119,22 @@ impl Report {
         };
         match opts.format {
             Format::Folded => super::folded::render(&self.snapshot, opts),
+            Format::Text if self.snapshot.processes.len() > 1 => {
+                // A job: the answer first, then where the ranks are, then
+                // the detail of the ranks it names (or asked for).
+                let mut out = super::verdict::render_text(a);
+                if let Some(tree) = &tree {
+                    out.push('\n');
+                    out.push_str(&super::tree::text(tree));
+                }
+                if let (Some(h), false) = (handoff, groups.is_empty()) {
+                    out.push('\n');
+                    out.push_str(&handoff::text(&groups, &h.debuggers));
+                }
+                out.push('\n');
+                out.push_str(&self.detail_text(a, opts));
+                out
+            }
             Format::Text => {
                 let mut out = super::render(&self.snapshot, opts);
                 if let Some(tree) = &tree {
@@ -150,6 +167,99 @@ impl Report {
             }
         }
     }
+}
+
+impl Report {
+    /// The processes of a job's text report shown in detail, and its
+    /// heading: those `--ranks` names, every one with `--all` or
+    /// `--ranks all`, else at most [`DETAIL_NAMED`] of the ranks the
+    /// verdict names ([`named_ranks`]).
+    fn detail_text(&self, a: &Analysis, opts: &DumpOptions) -> String {
+        let procs = &self.snapshot.processes;
+        let rank_of = |p: &ProcessSnapshot| p.world_rank.map(i64::from);
+        let (shown, heading): (Vec<&ProcessSnapshot>, String) = match (&opts.ranks, opts.all) {
+            (Some(RankSet::All), _) | (None, true) => (procs.iter().collect(), "Every rank in detail:".into()),
+            (Some(set), _) => {
+                let shown: Vec<&ProcessSnapshot> = procs
+                    .iter()
+                    .filter(|p| rank_of(p).is_some_and(|r| set.contains(r)))
+                    .collect();
+                let heading = if shown.is_empty() {
+                    "No rank of the job is in --ranks.".to_string()
+                } else {
+                    let ranks: Vec<i64> = shown.iter().filter_map(|p| rank_of(p)).collect();
+                    format!("{} in detail (--ranks):", upper(&ranks_words(&ranks)))
+                };
+                (shown, heading)
+            }
+            (None, false) => {
+                let named = named_ranks(a);
+                let shown_ranks: Vec<i64> = named.iter().take(DETAIL_NAMED).copied().collect();
+                let shown: Vec<&ProcessSnapshot> = procs
+                    .iter()
+                    .filter(|p| rank_of(p).is_some_and(|r| shown_ranks.contains(&r)))
+                    .collect();
+                let heading = if named.is_empty() {
+                    format!(
+                        "The verdict names no rank: --ranks LIST or --all shows the queues and stacks of {} \
+                         (--json has them all).",
+                        if procs.len() == 2 { "both" } else { "any of them" }
+                    )
+                } else if named.len() > shown.len() {
+                    format!(
+                        "{} in detail (the verdict names {}; --ranks LIST or --all shows others):",
+                        upper(&ranks_words(&shown_ranks)),
+                        ranks_words(&named),
+                    )
+                } else {
+                    format!(
+                        "{} in detail, named by the verdict (--ranks LIST or --all shows others):",
+                        upper(&ranks_words(&shown_ranks))
+                    )
+                };
+                (shown, heading)
+            }
+        };
+        let mut out = heading;
+        out.push('\n');
+        if !shown.is_empty() {
+            out.push('\n');
+            out.push_str(&super::render_processes_text(shown.into_iter(), opts));
+        }
+        out
+    }
+}
+
+/// Most ranks a job's text report shows in detail unless asked.
+pub const DETAIL_NAMED: usize = 4;
+
+/// The ranks a verdict names, most telling first: those the others wait
+/// for, the ranks of its cycles, those that could not be read, those that
+/// may be stuck.
+pub fn named_ranks(a: &Analysis) -> Vec<i64> {
+    let mut out: Vec<i64> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let lists = a
+        .waited_on
+        .iter()
+        .flat_map(|w| w.ranks.iter())
+        .chain(a.cycles.iter().flatten())
+        .chain(&a.unknown_ranks)
+        .chain(&a.undecided);
+    for &r in lists {
+        if seen.insert(r) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// "ranks 0-3" as the start of a sentence.
+fn upper(words: &str) -> String {
+    let mut c = words.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }
 
 /// Notes in the analysis of a live job that its second sample failed (its
@@ -268,13 +378,25 @@ mod tests {
         let text = r.render(&DumpOptions::default());
         let section = "Where the ranks are (4 ranks, 4 application threads; 8 service threads not shown):\n";
         let (before, after) = text.split_once(section).expect(&text);
+        // A job's report leads with the verdict, then where the ranks are,
+        // then the ranks it names in detail.
+        assert!(before.starts_with("Deadlock analysis: no deadlock\n"), "{text}");
+        // It names no rank: none is shown, and the last line says how.
+        assert!(!after.contains("Process pid"), "{text}");
+        assert!(text.ends_with("(--json has them all).\n"), "{text}");
+        let one = r.render(&DumpOptions::parse_line("--ranks 0").unwrap());
+        let (_, detail) = one.split_once("Rank 0 in detail (--ranks):\n").expect(&one);
         assert!(
-            before.contains("  where: in MPI_Barrier, called from main (barrier_vs_recv.c:54)\n"),
-            "{text}"
+            detail.contains("  where: in MPI_Barrier, called from main (barrier_vs_recv.c:54)\n"),
+            "{one}"
         );
-        assert!(!before.contains("Threads ("), "frames only with --stacks: {text}");
-        assert!(after.contains("Deadlock analysis"), "{text}");
-        let full = r.render(&DumpOptions::parse_line("--stacks").unwrap());
+        assert!(!detail.contains("rank 1:"), "{one}");
+        assert!(!detail.contains("Threads ("), "frames only with --stacks: {one}");
+        for every in ["--all", "--ranks all"] {
+            let all = r.render(&DumpOptions::parse_line(every).unwrap());
+            assert_eq!(all.matches("\nProcess pid").count(), 4, "{all}");
+        }
+        let full = r.render(&DumpOptions::parse_line("--stacks --ranks 0").unwrap());
         assert!(
             full.contains("Threads (3):") && full.contains("\nCall stacks of every thread (4 ranks, 12 threads):\n"),
             "{full}"

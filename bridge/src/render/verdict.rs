@@ -11,7 +11,32 @@ use crate::analysis::{Analysis, EdgeKind, OpKind, Unmatched, Verdict};
 const DOT_UNKNOWN: usize = 100;
 
 /// Most unmatched operations listed in the text form.
-const TEXT_UNMATCHED: usize = 50;
+const TEXT_UNMATCHED: usize = 12;
+
+/// Most cycles listed in the text form.
+const TEXT_CYCLES: usize = 5;
+
+/// Most ranks of one cycle written out in the text form.
+const TEXT_CYCLE_RANKS: usize = 12;
+
+/// A cycle in words, back to its first rank: "0 -> 1 -> 2 -> 0"; a long one
+/// as its first ranks and its last: "0 -> 1 -> ... (1,000 ranks) ... ->
+/// 999 -> 0".
+fn cycle_words(c: &[i64]) -> String {
+    let mut ring: Vec<String> = Vec::new();
+    if c.len() > TEXT_CYCLE_RANKS {
+        let head = TEXT_CYCLE_RANKS - 4;
+        ring.extend(c[..head].iter().map(i64::to_string));
+        ring.push(format!("... ({} ranks in all) ...", c.len()));
+        ring.extend(c[c.len() - 3..].iter().map(i64::to_string));
+    } else {
+        ring.extend(c.iter().map(i64::to_string));
+    }
+    if let Some(first) = c.first() {
+        ring.push(first.to_string());
+    }
+    ring.join(" -> ")
+}
 
 fn unmatched_words(u: &Unmatched) -> String {
     let peer = match (u.kind, u.any_source, u.peer, u.peer_local) {
@@ -48,12 +73,15 @@ pub fn render_text(a: &Analysis) -> String {
     };
     let _ = writeln!(out, "Deadlock analysis: {title}");
     let _ = writeln!(out, "  {}", a.summary);
-    for c in &a.cycles {
-        let mut ring: Vec<String> = c.iter().map(i64::to_string).collect();
-        if let Some(first) = c.first() {
-            ring.push(first.to_string());
-        }
-        let _ = writeln!(out, "  cycle: {}", ring.join(" -> "));
+    for c in a.cycles.iter().take(TEXT_CYCLES) {
+        let _ = writeln!(out, "  cycle: {}", cycle_words(c));
+    }
+    if a.cycles.len() > TEXT_CYCLES {
+        let _ = writeln!(
+            out,
+            "  ... {} more cycles (the JSON lists them)",
+            a.cycles.len() - TEXT_CYCLES
+        );
     }
     let lists = [
         (
@@ -79,7 +107,11 @@ pub fn render_text(a: &Analysis) -> String {
             let _ = writeln!(out, "    {}", unmatched_words(u));
         }
         if a.unmatched.len() > TEXT_UNMATCHED {
-            let _ = writeln!(out, "    ... {} more", a.unmatched.len() - TEXT_UNMATCHED);
+            let _ = writeln!(
+                out,
+                "    ... {} more (the JSON lists every one)",
+                a.unmatched.len() - TEXT_UNMATCHED
+            );
         }
     }
     for n in &a.notes {
@@ -203,6 +235,18 @@ mod tests {
         assert_eq!(csv_field("solver"), "solver");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+
+    #[test]
+    fn a_long_cycle_is_cut_in_the_middle() {
+        assert_eq!(cycle_words(&[0, 1, 2]), "0 -> 1 -> 2 -> 0");
+        let long: Vec<i64> = (0..1000).collect();
+        assert_eq!(
+            cycle_words(&long),
+            "0 -> 1 -> 2 -> 3 -> 4 -> 5 -> 6 -> 7 -> ... (1000 ranks in all) ... -> 997 -> 998 -> 999 -> 0"
+        );
+        let twelve: Vec<i64> = (0..12).collect();
+        assert!(!cycle_words(&twelve).contains("..."));
     }
 
     #[test]
