@@ -14,6 +14,7 @@
 //! target/release/mpiq-bench watch [--ranks 128] [--record]          # one refresh of `mpiq watch`
 //! target/release/mpiq-bench watch --replay SESSION.rec               # its analysis and screen alone
 //! target/release/mpiq-bench detect [--ranks 2] [--every default,5s]   # what `mpiq run --detect` costs a job
+//! target/release/mpiq-bench scale [--ranks 1000,16000] [--per-node 32] # `mpiq job` on simulated nodes
 //! ```
 
 mod detect;
@@ -23,6 +24,7 @@ mod nodes;
 mod proc;
 mod python;
 mod report;
+mod scale;
 mod stacks;
 mod warm;
 mod watch;
@@ -45,7 +47,8 @@ usage: mpiq-bench [--mpi openmpi,mpich] [--k 10,1000,10000,100000] [--reps N]
        mpiq-bench nodes [--nodes 8] [--per-node 32] [--reps 5] [--mpi mpich]
        mpiq-bench watch [--ranks 128] [--samples 6] [--mpi openmpi] [--idle] [--record] [--replay FILE]
        mpiq-bench detect [--mpi openmpi] [--ranks 2] [--iterations 20000] [--points 1000000]
-                         [--every default,10s,5s,1s] [--reps 3]";
+                         [--every default,10s,5s,1s] [--reps 3]
+       mpiq-bench scale [--ranks 1000,16000,100000] [--per-node 32] [--mpi openmpi] [--records FILE]";
 
 /// What to measure.
 struct Plan {
@@ -253,6 +256,13 @@ fn now() -> String {
 }
 
 fn main() {
+    // The simulated Slurm of `mpiq-bench scale` is this binary by other names.
+    let argv0 = std::env::args().next().unwrap_or_default();
+    match Path::new(&argv0).file_name().and_then(|n| n.to_str()) {
+        Some("squeue") => std::process::exit(scale::squeue_main()),
+        Some("srun") => std::process::exit(scale::srun_main(&std::env::args().skip(1).collect::<Vec<_>>())),
+        _ => {}
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("floor") {
         let file = args.get(1).unwrap_or_else(|| die("floor needs a recording"));
@@ -274,8 +284,9 @@ fn main() {
     }
     // The subcommands that start jobs: each gets a scratch directory of its own.
     type Sub = fn(&[String], &Path) -> Result<(), String>;
-    let subs: [(&str, Sub); 5] = [
+    let subs: [(&str, Sub); 6] = [
         ("detect", detect::main),
+        ("scale", scale::main),
         ("stacks", stacks::main),
         ("nodes", nodes::main),
         ("python", python::main),

@@ -35,6 +35,9 @@ pub use collector::run_collector;
 pub use collector::{CollectError, CollectRequest};
 pub use sampling::{run_job, watch_sample, JobPlan, JobSource, WatchSample};
 pub use slurm::{SlurmError, SlurmStep};
+/// The collectors' wire, for the scale harness (`mpiq-bench scale`), which
+/// plays recorded collectors through it.
+pub use wire::{frame as wire_frame, Line as WireLine, Message as WireMessage, Reassembler as WireReassembler};
 
 /// Why a command failed as a whole.
 #[derive(Debug, thiserror::Error)]
