@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
 
-use mpiq::snapshot::model::{Communicator, ProcessSnapshot, QueueKind};
-use mpiq_cli::run::{wire_frame, WireLine, WireMessage, WireReassembler};
+use mpiq::snapshot::model::{Communicator, GroupRuns, ProcessSnapshot, QueueKind};
+use mpiq_cli::run::{wire_frame, wire_restore, WireGroups, WireLine, WireMessage, WireReassembler};
 use mpiq_tests::frontends::cli_command;
 use mpiq_tests::{Example, Job, Mpi};
 use serde::{Deserialize, Serialize};
@@ -77,8 +77,16 @@ fn is_world(c: &Communicator) -> bool {
     c.world_ranks_source.as_deref() == Some("world") || c.name == "MPI_COMM_WORLD"
 }
 
-/// A recorded rank placed at `offset` in a job of `total` ranks, on `node`.
-fn place(p: &ProcessSnapshot, block: usize, offset: i64, total: i64, node: &str) -> ProcessSnapshot {
+/// A recorded rank placed at `offset` in a job of `total` ranks, on `node`,
+/// with its communicators' groups as the collector sends them (the job's
+/// `MPI_COMM_WORLD`: one run of `total` ranks).
+fn place(
+    p: &ProcessSnapshot,
+    block: usize,
+    offset: i64,
+    total: i64,
+    node: &str,
+) -> (ProcessSnapshot, Vec<Option<GroupRuns>>) {
     let mut p = p.clone();
     let rank = p.world_rank.map(|r| i64::from(r) + offset);
     p.world_rank = rank.and_then(|r| i32::try_from(r).ok());
@@ -95,15 +103,12 @@ fn place(p: &ProcessSnapshot, block: usize, offset: i64, total: i64, node: &str)
         if world {
             c.size = Some(total);
             c.local_rank = rank;
-            if c.world_ranks.is_some() {
-                c.world_ranks = Some((0..total).map(Some).collect());
-            }
         } else {
             let old = c.id.clone();
             c.id = format!("{old}~{block}");
             renamed.push((old, c.id.clone()));
             if let Some(g) = c.world_ranks.as_mut() {
-                g.iter_mut().for_each(shift);
+                *g = g.iter().map(|w| w.map(|w| w + offset)).collect();
             }
         }
         for kind in QueueKind::ALL {
@@ -141,7 +146,19 @@ fn place(p: &ProcessSnapshot, block: usize, offset: i64, total: i64, node: &str)
             }
         }
     }
-    p
+    let groups = p
+        .communicators
+        .iter_mut()
+        .map(|c| {
+            let g = c.world_ranks.take()?;
+            Some(if is_world(c) {
+                GroupRuns(vec![(0, total as u64)])
+            } else {
+                g.runs()
+            })
+        })
+        .collect();
+    (p, groups)
 }
 
 /// `mpiq collect` on a real job's ranks, two samples: its messages.
@@ -214,7 +231,7 @@ pub fn srun_main(args: &[String]) -> i32 {
         eprintln!("simulated srun: {ENV_RECORDS} is not set");
         return 1;
     };
-    let records: Vec<Record> = match std::fs::read(&records)
+    let mut records: Vec<Record> = match std::fs::read(&records)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {
@@ -224,6 +241,14 @@ pub fn srun_main(args: &[String]) -> i32 {
             return 1;
         }
     };
+    // Each recorded process whole again (its groups in it).
+    let mut shared = WireGroups::default();
+    for m in records.iter_mut().flat_map(|r| r.samples.iter_mut().flatten()) {
+        if let WireMessage::Process { process, groups, .. } = m {
+            // The digests stay beside the process, as they are sent.
+            wire_restore(process, Vec::new(), std::mem::take(groups), &mut shared);
+        }
+    }
     let ranks: usize = env_num(ENV_RANKS, 1000);
     let per_node: usize = env_num(ENV_PER_NODE, 32).max(1);
     let interval = env_num(ENV_INTERVAL, 500) as u64;
@@ -271,11 +296,12 @@ pub fn srun_main(args: &[String]) -> i32 {
                     continue;
                 };
                 let offset = blocks[b].1 as i64;
-                let placed = place(process, b, offset, total as i64, &node_name(node));
+                let (placed, groups) = place(process, b, offset, total as i64, &node_name(node));
                 let m = WireMessage::Process {
                     sample,
                     process: Box::new(placed),
                     states: states.clone(),
+                    groups,
                 };
                 if !send(&mut out, node, &m) {
                     return 1;

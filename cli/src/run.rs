@@ -37,7 +37,10 @@ pub use sampling::{run_job, watch_sample, JobPlan, JobSource, WatchSample};
 pub use slurm::{SlurmError, SlurmStep};
 /// The collectors' wire, for the scale harness (`mpiq-bench scale`), which
 /// plays recorded collectors through it.
-pub use wire::{frame as wire_frame, Line as WireLine, Message as WireMessage, Reassembler as WireReassembler};
+pub use wire::{
+    frame as wire_frame, restore as wire_restore, Groups as WireGroups, Line as WireLine, Message as WireMessage,
+    Reassembler as WireReassembler,
+};
 
 /// Why a command failed as a whole.
 #[derive(Debug, thiserror::Error)]

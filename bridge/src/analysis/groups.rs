@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::job::{member, translate};
-use crate::snapshot::model::{Communicator, QueueKind, Snapshot};
+use crate::snapshot::model::{Communicator, Group, QueueKind, Snapshot};
 
 /// `(name, size)`.
 type NameKey = (String, i64);
@@ -29,6 +29,9 @@ struct KeyInfo {
     group: Vec<Option<i64>>,
     /// Local rank of each world rank seen.
     position: HashMap<i64, usize>,
+    /// The last group a process gave that matched `group` (shared by the
+    /// processes of a job that hold the same group: compared once).
+    seen: Option<Group>,
 }
 
 impl KeyInfo {
@@ -38,6 +41,7 @@ impl KeyInfo {
             conflict: false,
             group: vec![None; usize::try_from(size).unwrap_or(0)],
             position: HashMap::new(),
+            seen: None,
         }
     }
 
@@ -85,8 +89,10 @@ fn key_infos(snap: &Snapshot) -> BTreeMap<NameKey, KeyInfo> {
                 info.claim(local as usize, i64::from(w));
             }
             if let Some(list) = &c.world_ranks {
-                if *list == info.group {
-                    continue; // nothing new (every process's MPI_COMM_WORLD)
+                if info.seen.as_ref().is_some_and(|s| Group::same(s, list)) || list[..] == info.group[..] {
+                    // Nothing new (every process's MPI_COMM_WORLD).
+                    info.seen = Some(list.clone());
+                    continue;
                 }
                 if list.len() != info.group.len() {
                     info.conflict = true;
@@ -132,6 +138,12 @@ impl InferReport {
 /// the operations on those communicators where they are null.
 pub(crate) fn infer(snapshot: &mut Snapshot) -> InferReport {
     let infos = key_infos(snapshot);
+    // One shared group per usable key that knows any member.
+    let groups: BTreeMap<&NameKey, Group> = infos
+        .iter()
+        .filter(|(_, i)| i.usable() && i.group.iter().any(Option::is_some))
+        .map(|(k, i)| (k, Group::from(i.group.clone())))
+        .collect();
     let mut counts: BTreeMap<NameKey, usize> = BTreeMap::new();
     for p in &mut snapshot.processes {
         for c in &mut p.communicators {
@@ -140,13 +152,10 @@ pub(crate) fn infer(snapshot: &mut Snapshot) -> InferReport {
             }
             let Some((size, _)) = member(c) else { continue };
             let key = (c.name.clone(), size);
-            let Some(info) = infos.get(&key).filter(|i| i.usable()) else {
+            let Some(group) = groups.get(&key) else {
                 continue;
             };
-            if info.group.iter().all(Option::is_none) {
-                continue;
-            }
-            c.world_ranks = Some(info.group.clone());
+            c.world_ranks = Some(group.clone());
             c.world_ranks_source = Some("inferred".into());
             *counts.entry(key).or_insert(0) += 1;
             for kind in QueueKind::ALL {
@@ -316,7 +325,7 @@ mod tests {
         let report = infer(&mut s);
         assert_eq!(report.inferred, vec![("solver".to_string(), 3, 3)]);
         let c = &s.processes[0].communicators[1];
-        assert_eq!(c.world_ranks, Some(vec![Some(2), Some(0), Some(1)]));
+        assert_eq!(c.world_ranks, Some(vec![Some(2), Some(0), Some(1)].into()));
         assert_eq!(c.world_ranks_source.as_deref(), Some("inferred"));
         // Rank 0 is local 1; it receives from local 2, which is world 1.
         assert_eq!(c.queues.receives.operations[0].peer.world, Some(1));
@@ -329,7 +338,7 @@ mod tests {
         s.processes.remove(2);
         infer(&mut s);
         let c = &s.processes[0].communicators[1];
-        assert_eq!(c.world_ranks, Some(vec![None, Some(0), Some(1)]));
+        assert_eq!(c.world_ranks, Some(vec![None, Some(0), Some(1)].into()));
         assert_eq!(c.queues.receives.operations[0].peer.world, Some(1));
         // Rank 1 receives from local 0: rank 2, which is not in the snapshot.
         let c = &s.processes[1].communicators[1];
@@ -380,7 +389,7 @@ mod tests {
         infer(&mut s);
         assert_eq!(
             s.processes[0].communicators[1].world_ranks,
-            Some(vec![Some(5), Some(0), Some(6)])
+            Some(vec![Some(5), Some(0), Some(6)].into())
         );
         assert!(s.processes[1].communicators[1].world_ranks.is_none());
     }
@@ -445,7 +454,7 @@ mod tests {
             (0..2)
                 .map(|r| {
                     let mut me = comm("MPI_COMM_SELF", 1, 0);
-                    me.world_ranks = Some(vec![Some(r as i64)]);
+                    me.world_ranks = Some(vec![Some(r as i64)].into());
                     process(r, vec![world(2, r as i64), me, null.clone()])
                 })
                 .collect(),

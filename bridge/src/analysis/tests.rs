@@ -267,7 +267,7 @@ fn infer_groups_fills_mpich_communicators_in_place() {
     let mut s = mpich_solver("solver");
     infer_groups(&mut s);
     let solver = &s.processes[0].communicators[4];
-    assert_eq!(solver.world_ranks, Some(vec![Some(2), Some(0), Some(1)]));
+    assert_eq!(solver.world_ranks, Some(vec![Some(2), Some(0), Some(1)].into()));
     assert_eq!(solver.world_ranks_source.as_deref(), Some("inferred"));
     assert_eq!(solver.queues.receives.operations[0].peer.world, Some(1));
     let unnamed = &s.processes[0].communicators[2];

@@ -323,7 +323,7 @@ mod tests {
             name: name.into(),
             size: Some(4),
             local_rank: Some(1),
-            world_ranks: Some(vec![Some(1), Some(2), Some(3), Some(0)]),
+            world_ranks: Some(vec![Some(1), Some(2), Some(3), Some(0)].into()),
             world_ranks_source: Some("library".into()),
             world_ranks_rejected: None,
             queues: Queues {

@@ -3,7 +3,9 @@
 //! The JSON form (`mpiq.snapshot/2`) is documented in `docs/json-schema.md`
 //! and is the same from every front end.
 
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The schema name written into every snapshot.
 pub const SCHEMA: &str = "mpiq.snapshot/2";
@@ -393,7 +395,7 @@ pub struct Communicator {
     /// This process's rank in it; `None` when not a member / unknown.
     pub local_rank: Option<i64>,
     /// World rank of each local rank, when known.
-    pub world_ranks: Option<Vec<Option<i64>>>,
+    pub world_ranks: Option<Group>,
     /// How `world_ranks` was learnt: "library" (`mqs_get_comm_group`),
     /// "world" (it is `MPI_COMM_WORLD`), "self" (`MPI_COMM_SELF`),
     /// "inferred" (across ranks).
@@ -574,4 +576,119 @@ pub struct Operation {
     pub actual: Option<Actual>,
     /// Free text from the library, one entry per line.
     pub extra_text: Vec<String>,
+}
+
+/// A communicator's group: the world rank of each local rank (`None`:
+/// unknown). Shared, not copied, between the processes that hold the same
+/// group (a job's `MPI_COMM_WORLD` is one group of N ranks, not N of them:
+/// [`GroupRuns`] and the wire of `mpiq collect` keep it so); written to
+/// JSON as the plain array it is.
+#[derive(Clone, Debug, Default, Eq)]
+pub struct Group(Arc<[Option<i64>]>);
+
+impl Group {
+    /// Whether `a` and `b` are the very same shared group (the cheap test
+    /// before comparing them member by member).
+    pub fn same(a: &Group, b: &Group) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+
+    /// The group as runs of consecutive world ranks.
+    pub fn runs(&self) -> GroupRuns {
+        let mut runs: Vec<(i64, u64)> = Vec::new();
+        for w in self.0.iter() {
+            let w = w.unwrap_or(-1);
+            match runs.last_mut() {
+                Some((start, len)) if w >= 0 && *start >= 0 && *start + *len as i64 == w => *len += 1,
+                Some((start, len)) if w < 0 && *start < 0 => *len += 1,
+                _ => runs.push((w, 1)),
+            }
+        }
+        GroupRuns(runs)
+    }
+}
+
+impl std::ops::Deref for Group {
+    type Target = [Option<i64>];
+
+    fn deref(&self) -> &[Option<i64>] {
+        &self.0
+    }
+}
+
+impl<'a> IntoIterator for &'a Group {
+    type Item = &'a Option<i64>;
+    type IntoIter = std::slice::Iter<'a, Option<i64>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl PartialEq for Group {
+    fn eq(&self, other: &Group) -> bool {
+        Group::same(self, other) || self.0 == other.0
+    }
+}
+
+impl From<Vec<Option<i64>>> for Group {
+    fn from(v: Vec<Option<i64>>) -> Group {
+        Group(v.into())
+    }
+}
+
+impl FromIterator<Option<i64>> for Group {
+    fn from_iter<I: IntoIterator<Item = Option<i64>>>(it: I) -> Group {
+        Group(it.into_iter().collect())
+    }
+}
+
+impl Serialize for Group {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Group {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Group, D::Error> {
+        Vec::<Option<i64>>::deserialize(d).map(Group::from)
+    }
+}
+
+/// A group as runs `(first world rank, length)` of consecutive ranks (a
+/// run of unknown members starts at -1): `MPI_COMM_WORLD` of any size is
+/// one run. How a group travels from a collector to the front end.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GroupRuns(pub Vec<(i64, u64)>);
+
+impl GroupRuns {
+    /// The group again.
+    pub fn group(&self) -> Group {
+        self.0
+            .iter()
+            .flat_map(|&(start, len)| (0..len as i64).map(move |i| (start >= 0).then_some(start + i)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod group_tests {
+    use super::*;
+
+    #[test]
+    fn a_group_travels_as_runs_and_comes_back_whole() {
+        let g: Group = vec![Some(0), Some(1), Some(2), None, None, Some(7), Some(5), Some(6)].into();
+        assert_eq!(g.runs(), GroupRuns(vec![(0, 3), (-1, 2), (7, 1), (5, 2)]));
+        assert_eq!(g.runs().group(), g);
+        let world: Group = (0..100_000).map(Some).collect();
+        assert_eq!(world.runs(), GroupRuns(vec![(0, 100_000)]));
+        assert_eq!(
+            serde_json::to_string(&Group::from(vec![Some(1), None])).unwrap(),
+            "[1,null]"
+        );
+        let back: Group = serde_json::from_str("[1,null]").unwrap();
+        assert_eq!(&back[..], &[Some(1), None]);
+        let shared = world.clone();
+        assert!(Group::same(&world, &shared) && shared == world);
+    }
 }

@@ -19,7 +19,7 @@ pub(crate) fn finish(snap: &mut ProcessSnapshot) {
     if let Some(me) = snap.world_rank {
         for c in &mut snap.communicators {
             if c.name == "MPI_COMM_SELF" && c.world_ranks.is_none() && c.size == Some(1) {
-                c.world_ranks = Some(vec![Some(i64::from(me))]);
+                c.world_ranks = Some(vec![Some(i64::from(me))].into());
                 c.world_ranks_source = Some("self".into());
             }
         }
@@ -128,7 +128,7 @@ mod tests {
             Some("the debug library's group lists a process more than once or a world rank past the world's size (4)")
         );
         assert_eq!(c[2].world_ranks_rejected, c[1].world_ranks_rejected);
-        assert_eq!(c[3].world_ranks, Some(vec![Some(3), Some(1)]));
+        assert_eq!(c[3].world_ranks, Some(vec![Some(3), Some(1)].into()));
         assert_eq!(s.messages.len(), 2, "{:?}", s.messages);
         assert!(s.messages[0].contains("'sessions-world'"), "{:?}", s.messages);
     }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use mpiq::ProcessSnapshot;
 
-use super::wire::{restore_states, Line, Message, Reassembler};
+use super::wire::{restore, Groups, Line, Message, Reassembler};
 use super::{failed_snapshot, Reporter};
 
 /// How the collectors reach their nodes.
@@ -270,6 +270,7 @@ impl Fanout {
     pub(super) fn finish(mut self, rep: &Reporter) -> Gathered {
         let mut states: HashMap<String, NodeState> = HashMap::new();
         let mut reassembler = Reassembler::default();
+        let mut groups = Groups::default();
         let mut open_streams = self.children.len() * 2;
         let deadline = self.started + self.plan.node_timeout;
         let mut job_size = None;
@@ -313,8 +314,9 @@ impl Fanout {
                                 sample,
                                 mut process,
                                 states: digests,
+                                groups: runs,
                             } => {
-                                restore_states(&mut process, digests);
+                                restore(&mut process, digests, runs, &mut groups);
                                 st.processes.push((sample, *process));
                             }
                             Message::Sampled { sample, at_ms } => {

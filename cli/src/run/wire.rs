@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 
-use mpiq::ProcessSnapshot;
+use mpiq::{Group, GroupRuns, ProcessSnapshot};
 use serde::{Deserialize, Serialize};
 
 /// The prefix of every line of the protocol (its version is in it).
@@ -49,6 +49,12 @@ pub enum Message {
         /// schema, but the stall rule compares it across samples).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         states: Vec<Option<String>>,
+        /// Each communicator's group (`world_ranks`, in the order of the
+        /// process's `communicators`) as runs of ranks: `MPI_COMM_WORLD` of
+        /// N ranks is one pair, not N numbers (which every rank of a
+        /// 100,000-rank job would send, and the front end hold).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        groups: Vec<Option<GroupRuns>>,
     },
     /// A sample is complete.
     Sampled {
@@ -75,26 +81,55 @@ pub enum Message {
 impl Message {
     /// A process message, with the calls' state digests carried beside the
     /// snapshot.
-    pub fn process(sample: u8, process: ProcessSnapshot) -> Message {
+    pub fn process(sample: u8, mut process: ProcessSnapshot) -> Message {
         let states = process
             .stacks
             .as_ref()
             .map(|s| s.calls.iter().map(|c| c.state.clone()).collect())
             .unwrap_or_default();
+        let groups = process
+            .communicators
+            .iter_mut()
+            .map(|c| c.world_ranks.take().map(|g| g.runs()))
+            .collect();
         Message::Process {
             sample,
             process: Box::new(process),
             states,
+            groups,
         }
     }
 }
 
-/// Puts the state digests of a received process message back into its
-/// calls.
-pub fn restore_states(process: &mut ProcessSnapshot, states: Vec<Option<String>>) {
+/// The groups the front end has received, each kept once and shared by
+/// every process that holds it.
+#[derive(Debug, Default)]
+pub struct Groups(HashMap<GroupRuns, Group>);
+
+impl Groups {
+    /// The shared group of these runs.
+    fn get(&mut self, runs: GroupRuns) -> Group {
+        self.0.entry(runs).or_insert_with_key(GroupRuns::group).clone()
+    }
+}
+
+/// Puts what a process message carries beside the snapshot back into it:
+/// the state digests into its calls, the groups into its communicators
+/// (shared through `groups`).
+pub fn restore(
+    process: &mut ProcessSnapshot,
+    states: Vec<Option<String>>,
+    runs: Vec<Option<GroupRuns>>,
+    groups: &mut Groups,
+) {
     if let Some(stacks) = process.stacks.as_mut() {
         for (call, state) in stacks.calls.iter_mut().zip(states) {
             call.state = state;
+        }
+    }
+    for (c, r) in process.communicators.iter_mut().zip(runs) {
+        if let Some(r) = r {
+            c.world_ranks = Some(groups.get(r));
         }
     }
 }
@@ -242,17 +277,47 @@ mod tests {
             ],
             ..Default::default()
         });
+        let world: mpiq::Group = (0..100_000).map(Some).collect();
+        p.communicators.push(mpiq::Communicator {
+            id: "0".into(),
+            name: "MPI_COMM_WORLD".into(),
+            size: Some(100_000),
+            local_rank: Some(7),
+            world_ranks: Some(world.clone()),
+            world_ranks_source: Some("world".into()),
+            world_ranks_rejected: None,
+            queues: mpiq::Queues {
+                sends: mpiq::Queue::available(Vec::new()),
+                receives: mpiq::Queue::available(Vec::new()),
+                unexpected: mpiq::Queue::available(Vec::new()),
+            },
+        });
+        let m = Message::process(0, p.clone());
+        let lines = frame("n1", 0, &m);
+        assert!(lines.len() < 4, "the world group travels as one run: {lines:?}");
         let Message::Process {
-            mut process, states, ..
-        } = Message::process(0, p.clone())
+            mut process,
+            states,
+            groups: runs,
+            ..
+        } = m
         else {
             panic!()
         };
         let json = serde_json::to_string(&process).unwrap();
         assert!(!json.contains("abc"), "the digest is not in the snapshot's JSON");
         process.stacks.as_mut().unwrap().calls[0].state = None;
-        restore_states(&mut process, states);
+        let mut groups = Groups::default();
+        let mut twin = process.clone();
+        restore(&mut process, states.clone(), runs.clone(), &mut groups);
         assert_eq!(*process, p);
+        // A second process with the same group shares it.
+        restore(&mut twin, states, runs, &mut groups);
+        let (a, b) = (&process.communicators[0], &twin.communicators[0]);
+        assert!(mpiq::Group::same(
+            a.world_ranks.as_ref().unwrap(),
+            b.world_ranks.as_ref().unwrap()
+        ));
     }
 
     #[test]

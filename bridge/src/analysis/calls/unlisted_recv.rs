@@ -39,7 +39,7 @@ pub(super) fn unlisted_recv(scene: &Scene<'_>, r: i64, call: &Call) -> Vec<Wait>
     let sources: Vec<i64> = if args.is_some_and(|a| a.any_source) {
         c.world_ranks
             .iter()
-            .flatten()
+            .flat_map(|g| g.iter())
             .flatten()
             .copied()
             .filter(|&w| w != r)

@@ -1,0 +1,34 @@
+//! The scale harness's short version (issue 26): `mpiq-bench scale` runs
+//! the real front end, `mpiq job --slurm J`, on 1,000 simulated ranks on 32
+//! nodes whose collectors play four real jobs of the test bed's Open MPI
+//! (recorded here, by a real `mpiq collect`). The report of that deadlocked
+//! job must say so on its first line and fit in two screens. The timings
+//! and memory it prints are for the log; docs/PERFORMANCE.md has the
+//! benchmark's figures (16,000 and 100,000 ranks are not run here).
+
+use mpiq_tests::frontends::artifact;
+use mpiq_tests::run::run;
+
+#[test]
+fn a_thousand_simulated_ranks_lead_with_their_verdict() {
+    let mut cmd = std::process::Command::new(artifact("mpiq-bench"));
+    cmd.args(["scale", "--ranks", "1000", "--mpi", "openmpi"]);
+    let r = run(cmd);
+    assert!(r.success, "mpiq-bench scale failed:\n{}", r.all());
+    eprintln!("{}", r.stdout);
+    // | ranks | nodes | wall s | peak MiB | exit | verdict at line | report lines | first line |
+    let row: Vec<&str> = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("| 1000 |"))
+        .unwrap_or_else(|| panic!("no row for 1,000 ranks:\n{}", r.all()))
+        .split('|')
+        .map(str::trim)
+        .collect();
+    assert_eq!(row[2], "32", "nodes: {row:?}");
+    assert_eq!(row[5], "3", "mpiq job's exit status is a deadlock's: {row:?}");
+    assert_eq!(row[6], "1", "the verdict is the report's first line: {row:?}");
+    let lines: usize = row[7].parse().unwrap_or(usize::MAX);
+    assert!(lines <= 100, "the report takes {lines} lines: {row:?}");
+    assert_eq!(row[8], "Deadlock analysis: DEADLOCK", "{row:?}");
+}
