@@ -15,6 +15,12 @@
 //! or of its supplementary (dwz) file.
 
 use std::collections::HashMap;
+
+// The type index's maps take every top-level name of a library's DWARF
+// (libmpi: tens of thousands) on every new process: a fast hash, keys
+// from a file, not from an adversary choosing collisions to slow a
+// debugger down (a crafted file can only slow its own lookup).
+use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -68,9 +74,9 @@ struct Slot {
 /// Named types of one file, top level of every unit.
 #[derive(Debug, Default)]
 struct TypeIndex {
-    names: [HashMap<Box<str>, Slot>; 4],
+    names: [FxHashMap<Box<str>, Slot>; 4],
     /// DWARF 5 type units: signature -> offset of the type DIE.
-    signatures: HashMap<u64, u64>,
+    signatures: FxHashMap<u64, u64>,
     /// DIEs walked while building (for the numbers in `--verbose`).
     dies: u64,
 }
@@ -409,13 +415,21 @@ impl DebugInfo {
             let Some(ns) = Namespace::of_tag(entry.tag()) else {
                 continue;
             };
-            let Some(name) = entry.attr_value(dw::DW_AT_name)? else {
+            // One pass over the attributes (a lookup by name parses them
+            // up to the one asked for, and DW_AT_declaration is mostly
+            // absent: every attribute, twice).
+            let (mut name, mut declaration) = (None, false);
+            let mut attrs = entry.attrs();
+            while let Some(attr) = attrs.next()? {
+                match attr.name() {
+                    dw::DW_AT_name => name = Some(attr.value()),
+                    dw::DW_AT_declaration => declaration = matches!(attr.value(), AttributeValue::Flag(true)),
+                    _ => {}
+                }
+            }
+            let Some(name) = name else {
                 continue;
             };
-            let declaration = matches!(
-                entry.attr_value(dw::DW_AT_declaration)?,
-                Some(AttributeValue::Flag(true))
-            );
             let name = self.dwarf.attr_string(&unit, name)?;
             let Ok(name) = std::str::from_utf8(name.slice()) else {
                 continue;

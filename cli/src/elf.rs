@@ -2,10 +2,11 @@
 //! the links to its separate debug information. The DWARF itself is loaded
 //! lazily (see [`crate::dwarf`]), the first time a type is asked for.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
+
+use rustc_hash::FxHashMap;
 
 use mpiq::ByteOrder;
 use object::elf::{PT_DYNAMIC, PT_LOAD};
@@ -80,7 +81,10 @@ struct SymbolEntry {
 /// Symbols by name, one kind (data or functions).
 #[derive(Debug, Default)]
 pub(crate) struct SymbolTable {
-    map: HashMap<Box<str>, SymbolEntry>,
+    // Every symbol of every mapped object is read by each new process
+    // (libc, libmpi and 60 more): the hash is most of the cost, and the
+    // keys come from the files, not from anyone choosing collisions.
+    map: FxHashMap<Box<str>, SymbolEntry>,
 }
 
 impl SymbolTable {

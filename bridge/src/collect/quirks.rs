@@ -57,11 +57,14 @@ fn ompi_pml(target: &mut dyn Target) -> Result<Option<String>, TargetError> {
             Err(e) => Err(e),
         }
     };
-    if let (Ok(Some(version)), Ok(Some(name))) = (
-        field(target, "mca_pml_base_component_t", "pmlm_version"),
-        field(target, "mca_base_component_t", "mca_component_name"),
-    ) {
-        offset = version + name;
+    // Every MCA component's struct starts with its `mca_base_component_t`
+    // (`pmlm_version` here: Open MPI casts one to the other throughout), so
+    // the name is at the base type's field offset. The PML component's own
+    // type is not looked up: in libmpi 4.1.4 its first definition is in
+    // unit 505 of 505, and finding it took three quarters of a dump's time
+    // (issue 26).
+    if let Ok(Some(name)) = field(target, "mca_base_component_t", "mca_component_name") {
+        offset = name;
     }
     let mut buf = [0u8; COMPONENT_NAME_LEN];
     match target.read_memory(addr.wrapping_add(offset), &mut buf) {
