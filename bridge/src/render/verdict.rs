@@ -61,6 +61,17 @@ fn unmatched_words(u: &Unmatched) -> String {
     )
 }
 
+/// At most `most` of `items`, one line each (`indent`, then `line`), and
+/// "... N more ..." for the rest: the text stays short, the JSON has all.
+fn bounded<T>(out: &mut String, items: &[T], most: usize, indent: &str, line: impl Fn(&T) -> String, more: &str) {
+    for item in items.iter().take(most) {
+        let _ = writeln!(out, "{indent}{}", line(item));
+    }
+    if items.len() > most {
+        let _ = writeln!(out, "{indent}... {} {more}", items.len() - most);
+    }
+}
+
 /// The verdict section in plain words: the summary, then the cycles,
 /// blocked, unknown and undecided ranks, the unmatched operations and the
 /// notes.
@@ -73,16 +84,14 @@ pub fn render_text(a: &Analysis) -> String {
     };
     let _ = writeln!(out, "Deadlock analysis: {title}");
     let _ = writeln!(out, "  {}", a.summary);
-    for c in a.cycles.iter().take(TEXT_CYCLES) {
-        let _ = writeln!(out, "  cycle: {}", cycle_words(c));
-    }
-    if a.cycles.len() > TEXT_CYCLES {
-        let _ = writeln!(
-            out,
-            "  ... {} more cycles (the JSON lists them)",
-            a.cycles.len() - TEXT_CYCLES
-        );
-    }
+    bounded(
+        &mut out,
+        &a.cycles,
+        TEXT_CYCLES,
+        "  ",
+        |c| format!("cycle: {}", cycle_words(c)),
+        "more cycles (the JSON lists them)",
+    );
     let lists = [
         (
             if a.stalled {
@@ -103,16 +112,14 @@ pub fn render_text(a: &Analysis) -> String {
     }
     if !a.unmatched.is_empty() {
         let _ = writeln!(out, "  unmatched operations ({}):", a.unmatched.len());
-        for u in a.unmatched.iter().take(TEXT_UNMATCHED) {
-            let _ = writeln!(out, "    {}", unmatched_words(u));
-        }
-        if a.unmatched.len() > TEXT_UNMATCHED {
-            let _ = writeln!(
-                out,
-                "    ... {} more (the JSON lists every one)",
-                a.unmatched.len() - TEXT_UNMATCHED
-            );
-        }
+        bounded(
+            &mut out,
+            &a.unmatched,
+            TEXT_UNMATCHED,
+            "    ",
+            unmatched_words,
+            "more (the JSON lists every one)",
+        );
     }
     for n in &a.notes {
         let _ = writeln!(out, "  note: {n}");
