@@ -141,9 +141,13 @@ pub fn compact_text(tree: &StackTree) -> String {
     aligned(title, &lines)
 }
 
+/// The widest column of `who`s the `what`s are aligned to; a longer `who`
+/// is followed by one space.
+const WHO_COLUMN: usize = 48;
+
 /// `title`, then `  who: what` with the `what`s in one column.
 fn aligned(mut out: String, lines: &[(String, String)]) -> String {
-    let width = lines.iter().map(|l| l.0.len()).max().unwrap_or(0) + 1;
+    let width = lines.iter().map(|l| l.0.len()).max().unwrap_or(0).min(WHO_COLUMN) + 1;
     for (who, what) in lines {
         let who = format!("{who}:");
         let _ = writeln!(out, "  {who:<width$} {what}");

@@ -180,3 +180,30 @@ fn the_json_of_a_deep_tree_parses_back() {
     assert_eq!(back["stack_tree"]["threads"], 12);
     assert!(full_text(&tree).contains("─ rank 0: ...\n"), "{}", full_text(&tree));
 }
+
+#[test]
+fn a_group_scattered_over_a_huge_job_reads_short_and_never_breaks_the_columns() {
+    // The merged stacks of 100,000 ranks whose groups interleave in blocks:
+    // the rank list is cut, and a long one does not widen the column (a
+    // width past 65,535 made the formatter panic).
+    let long = "ranks 0-7, 20-27, ".repeat(5_000);
+    let text = aligned(
+        "T:\n".into(),
+        &[
+            (long.clone(), "main > MPI_Wait".into()),
+            ("rank 9".into(), "main".into()),
+        ],
+    );
+    assert!(
+        text.contains(&format!("  {long}: main > MPI_Wait\n")),
+        "{}",
+        &text[..200]
+    );
+    assert!(
+        text.ends_with(&format!("  {:<49} main\n", "rank 9:")),
+        "{}",
+        &text[text.len() - 100..]
+    );
+    let blocks: Vec<i64> = (0..100_000).filter(|r| r % 20 < 8).collect();
+    assert!(crate::stacks::ranks_text(&blocks).len() < 200);
+}

@@ -48,10 +48,21 @@ pub fn ranks_text(ranks: &[i64]) -> String {
     let list = match parts.len() {
         0 => String::new(),
         1 => parts.remove(0),
+        n if n > TEXT_PARTS => format!(
+            "{}, ... and {} ({count} ranks in all)",
+            parts[..TEXT_PARTS - 2].join(", "),
+            parts[n - 1]
+        ),
         n => format!("{} and {}", parts[..n - 1].join(", "), parts[n - 1]),
     };
     format!("{} {list}", if count == 1 { "rank" } else { "ranks" })
 }
+
+/// Most numbers and ranges written out in one list (a group of 100,000
+/// ranks scattered over the job reads as its start, its end and its count;
+/// the JSON's `ranks` ranges have them all). The analysis's own words
+/// (`analysis/words.rs`) cut at the same length.
+const TEXT_PARTS: usize = 12;
 
 #[cfg(test)]
 mod tests {
@@ -67,5 +78,11 @@ mod tests {
         assert_eq!(ranks_text(&[2, 3]), "ranks 2 and 3");
         assert_eq!(ranks_text(&[-1]), "rank ?");
         assert_eq!(ranks_text(&[-1, 0, 1, 2]), "ranks ? and 0-2");
+        let blocks: Vec<i64> = (0..100_000).filter(|r| r % 20 < 8).collect();
+        assert_eq!(
+            ranks_text(&blocks),
+            "ranks 0-7, 20-27, 40-47, 60-67, 80-87, 100-107, 120-127, 140-147, 160-167, 180-187, ... and \
+             99980-99987 (40000 ranks in all)"
+        );
     }
 }
