@@ -66,6 +66,9 @@ pub struct Plan {
     pub slurm_step: Option<String>,
 }
 
+/// A process a node sent: its pid and world rank.
+type PidRank = (Option<u32>, Option<i32>);
+
 /// One line from a launcher.
 enum Event {
     Out(usize, String),
@@ -275,8 +278,8 @@ impl Fanout {
         let deadline = self.started + self.plan.node_timeout;
         let mut job_size = None;
         let expected = self.nodes.len();
+        let mut done = 0;
         while open_streams > 0 {
-            let done = states.values().filter(|s| s.done).count();
             if done >= expected {
                 break;
             }
@@ -325,7 +328,10 @@ impl Fanout {
                             }
                             Message::JobSize { size } => job_size = job_size.max(Some(size)),
                             Message::Failed { error } => st.failed = Some(error),
-                            Message::Done => st.done = true,
+                            Message::Done => {
+                                done += usize::from(!st.done);
+                                st.done = true;
+                            }
                         }
                     }
                 },
@@ -427,20 +433,18 @@ impl Fanout {
                 }
             }
         }
-        // Every rank some sample of a node gave: (node, pid, rank).
-        let seen: Vec<(String, Option<u32>, Option<i32>)> = states
-            .iter()
-            .flat_map(|(node, st)| {
-                st.processes
-                    .iter()
-                    .map(move |(_, p)| (node.clone(), p.pid, p.world_rank))
-            })
-            .fold(Vec::new(), |mut v, e| {
-                if !v.contains(&e) {
-                    v.push(e);
+        // Every rank some sample of a node gave: (pid, rank) by node, each
+        // once, in the order they came (a set beside it: 100,000 ranks).
+        let mut seen: HashMap<String, Vec<PidRank>> = HashMap::new();
+        for (node, st) in &states {
+            let mut once = std::collections::HashSet::new();
+            let list = seen.entry(node.clone()).or_default();
+            for (_, p) in &st.processes {
+                if once.insert((p.pid, p.world_rank)) {
+                    list.push((p.pid, p.world_rank));
                 }
-                v
-            });
+            }
+        }
         for n in &self.nodes {
             let mut st = states.remove(&n.node);
             for k in 0..samples {
@@ -460,11 +464,7 @@ impl Fanout {
                     // nothing came from it.
                     if got.is_empty() {
                         let why = self.why_missing(&n.node, st.as_ref(), k);
-                        let mut known: Vec<(Option<u32>, Option<i32>)> = seen
-                            .iter()
-                            .filter(|(node, ..)| *node == n.node)
-                            .map(|&(_, pid, rank)| (pid, rank))
-                            .collect();
+                        let mut known: Vec<PidRank> = seen.get(&n.node).cloned().unwrap_or_default();
                         if known.is_empty() {
                             known.push((None, None));
                         }

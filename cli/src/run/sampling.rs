@@ -289,8 +289,9 @@ fn add_missing_ranks(processes: &mut Vec<ProcessSnapshot>, size: i32, step: &Slu
         .filter_map(|p| p.node.clone())
         .collect();
     lost.dedup();
+    let present: std::collections::HashSet<i32> = processes.iter().filter_map(|p| p.world_rank).collect();
     for r in 0..size {
-        if !processes.iter().any(|p| p.world_rank == Some(r)) {
+        if !present.contains(&r) {
             processes.push(failed_snapshot(
                 None,
                 Some(r),
