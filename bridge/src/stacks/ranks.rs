@@ -1,6 +1,6 @@
 //! Sets of ranks as ranges: `[[0, 3], [5, 5]]` for JSON, "ranks 0-3 and
-//! 5" for people. (The analysis has the same words in its own layer,
-//! `analysis/words.rs`; `stacks` may not use it, being of the same layer.)
+//! 5" for people: the merged stacks' words, and the analysis's
+//! (`analysis/words.rs` uses these, from the layer above).
 
 /// The ranks as sorted, disjoint, inclusive ranges (duplicates merged).
 pub fn rank_ranges(ranks: &[i64]) -> Vec<[i64; 2]> {
@@ -60,8 +60,8 @@ pub fn ranks_text(ranks: &[i64]) -> String {
 
 /// Most numbers and ranges written out in one list (a group of 100,000
 /// ranks scattered over the job reads as its start, its end and its count;
-/// the JSON's `ranks` ranges have them all). The analysis's own words
-/// (`analysis/words.rs`) cut at the same length.
+/// the JSON's `ranks` ranges have them all). The analysis writes its rank
+/// lists with this function too (`analysis/words.rs`).
 const TEXT_PARTS: usize = 12;
 
 #[cfg(test)]
