@@ -18,8 +18,7 @@
 //!    it sends per rank.
 
 use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mpiq_tests::frontends::cli_command;
 use mpiq_tests::slurm::Cluster;
@@ -42,26 +41,9 @@ fn stamp(stderr: &str, what: &str, last: bool) -> Option<f64> {
 /// `mpiq collect` on `ranks` (pid, rank) of node `node`, one sample: wall
 /// ms and bytes written.
 fn collect_by_hand(cluster: &Cluster, node: &str, ranks: &[(u32, usize)]) -> Result<(f64, usize), String> {
-    let table: String = ranks.iter().map(|(pid, r)| format!("{node} {pid} {r}\n")).collect();
-    let mut cmd = cli_command(&["collect", "--node", node, "--samples", "1"]);
-    cmd.envs(cluster.env())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| format!("mpiq collect: {e}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        std::io::Write::write_all(&mut stdin, table.as_bytes()).map_err(|e| e.to_string())?;
-    }
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
-    let ms = started.elapsed().as_secs_f64() * 1e3;
-    let text = String::from_utf8_lossy(&out.stdout);
-    if !text.contains("\"kind\":\"done\"") && !text.contains("\"done\"") {
-        return Err(format!(
-            "mpiq collect did not finish: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    let (out, ms) = proc::collect(node, ranks, &["--samples", "1"], |cmd| {
+        cmd.envs(cluster.env());
+    })?;
     Ok((ms, out.stdout.len()))
 }
 

@@ -202,3 +202,39 @@ pub fn own_peak_rss_kib() -> u64 {
         })
         .unwrap_or(0)
 }
+
+/// `mpiq collect --node NODE ARGS...` on `ranks` (pid, rank) of that node,
+/// the `NODE PID RANK` table on its standard input as a launcher feeds it
+/// (`configure` adds the environment): its output, and its wall time in
+/// milliseconds. An error unless it said it
+/// was done.
+pub fn collect(
+    node: &str,
+    ranks: &[(u32, usize)],
+    args: &[&str],
+    configure: impl FnOnce(&mut Command),
+) -> Result<(std::process::Output, f64), String> {
+    let table: String = ranks.iter().map(|(pid, r)| format!("{node} {pid} {r}\n")).collect();
+    let mut all = vec!["collect", "--node", node];
+    all.extend_from_slice(args);
+    let mut cmd = mpiq_tests::frontends::cli_command(&all);
+    configure(&mut cmd);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| format!("mpiq collect: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        std::io::Write::write_all(&mut stdin, table.as_bytes()).map_err(|e| e.to_string())?;
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !text.contains("\"kind\":\"done\"") && !text.contains("\"done\"") {
+        return Err(format!(
+            "mpiq collect did not finish: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok((out, ms))
+}

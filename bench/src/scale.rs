@@ -25,7 +25,6 @@
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Instant;
 
 use mpiq::snapshot::model::{Communicator, GroupRuns, ProcessSnapshot, QueueKind};
@@ -165,18 +164,8 @@ fn place(
 fn record(mpi: Mpi, example: Example, n: usize, args: &[&str]) -> Result<Record, String> {
     let job = Job::start(mpi, example, n, args);
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let table: String = job
-        .ranks()
-        .iter()
-        .map(|r| format!("sim {} {}\n", r.pid, r.rank))
-        .collect();
-    let mut cmd = cli_command(&["collect", "--node", "sim", "--samples", "2", "--interval", "500"]);
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| format!("mpiq collect: {e}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(table.as_bytes()).map_err(|e| e.to_string())?;
-    }
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let ranks: Vec<(u32, usize)> = job.ranks().iter().map(|r| (r.pid, r.rank)).collect();
+    let (out, _) = proc::collect("sim", &ranks, &["--samples", "2", "--interval", "500"], |_| {})?;
     drop(job);
     let mut re = WireReassembler::default();
     let mut samples: Vec<Vec<WireMessage>> = vec![Vec::new(), Vec::new()];
