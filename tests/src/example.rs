@@ -84,9 +84,9 @@ pub enum Example {
     /// ITERATIONS (default 2000, about 10 s on 2 cores at 4 ranks). Not in [`Example::ALL`]
     /// (see [`Example::WORKLOADS`]).
     Stencil,
-    /// `transfer.c [MIB [REPEAT]]`: healthy: rank 0 sends MIB MiB (default 1024, packed from
-    /// every other double) to rank 1 in one `MPI_Send`/`MPI_Recv`, REPEAT times (default 10),
-    /// ranks 2.. in `MPI_Barrier`; exits 0. Needs 3 x MIB MiB of memory. Not in
+    /// `transfer.c [MIB [REPEAT | SECONDSs]]`: healthy: rank 0 sends MIB MiB (default 1024,
+    /// packed from every other double) to rank 1 in one `MPI_Send`/`MPI_Recv`, REPEAT times
+    /// (default 10) or for SECONDS of rank 0's clock, ranks 2.. in `MPI_Barrier`; exits 0. Needs 3 x MIB MiB of memory. Not in
     /// [`Example::ALL`].
     Transfer,
 }
