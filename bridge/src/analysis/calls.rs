@@ -256,6 +256,8 @@ pub(crate) struct Scene<'a> {
     pub places: &'a BTreeMap<i64, Place>,
     /// The previous sample confirms this rank's position.
     pub confirmed: &'a dyn Fn(i64) -> bool,
+    /// The members absent from each collective, found once for all its ranks.
+    pub absents: std::cell::RefCell<collective::Absents>,
 }
 
 /// Turns the queue waits into groups by where each rank is.
@@ -362,6 +364,7 @@ fn call_wait(
         at: None,
         group: 0,
         words: Some(words),
+        one: None,
         op,
         communicator: String::new(),
         tag: call.args.as_ref().and_then(|a| a.tag),

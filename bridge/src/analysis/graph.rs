@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use super::matching::{Target, Wait};
+use super::matching::{Members, Target, Wait};
 
 /// Steps the cycle searches may take before they stop (and say so).
 const STEP_BUDGET: usize = 200_000;
@@ -72,6 +72,9 @@ pub(crate) fn reduce(f: &Facts<'_>, assume: Assume) -> BTreeSet<i64> {
     let mut satisfied = vec![false; f.waits.len()];
     let mut waiting_on: HashMap<i64, Vec<usize>> = HashMap::new();
     let mut unresolved: Vec<usize> = Vec::new();
+    // Shared sets of members (Target::AllOf), each once: its members not
+    // yet free, the waits on it, and each member's sets.
+    let mut sets = Sets::default();
     for (i, w) in f.waits.iter().enumerate() {
         let Some(count) = open.get_mut(&w.rank).and_then(|g| g.get_mut(&w.group)) else {
             continue;
@@ -92,6 +95,7 @@ pub(crate) fn reduce(f: &Facts<'_>, assume: Assume) -> BTreeSet<i64> {
                 }
             }
             Target::Unresolved { .. } => unresolved.push(i),
+            Target::AllOf(members) => sets.wait_on(members, i),
         }
         *count += 1;
     }
@@ -114,6 +118,11 @@ pub(crate) fn reduce(f: &Facts<'_>, assume: Assume) -> BTreeSet<i64> {
     loop {
         while let Some(b) = queue.pop_front() {
             for &i in waiting_on.get(&b).map(Vec::as_slice).unwrap_or_default() {
+                if !satisfied[i] {
+                    release(i, &mut free, &mut queue, &mut satisfied);
+                }
+            }
+            for i in sets.freed(b) {
                 if !satisfied[i] {
                     release(i, &mut free, &mut queue, &mut satisfied);
                 }
@@ -146,8 +155,79 @@ pub(crate) fn reduce(f: &Facts<'_>, assume: Assume) -> BTreeSet<i64> {
     free
 }
 
+/// The shared sets of members of a reduction ([`Target::AllOf`]).
+#[derive(Default)]
+struct Sets {
+    /// Set index by the set's identity.
+    index: HashMap<usize, usize>,
+    /// Members of each set not yet free.
+    open: Vec<usize>,
+    /// The waits on each set.
+    waits: Vec<Vec<usize>>,
+    /// The sets of each member.
+    of: HashMap<i64, Vec<usize>>,
+}
+
+impl Sets {
+    /// Wait `i` is on `members`.
+    fn wait_on(&mut self, members: &Members, i: usize) {
+        let key = members.as_ptr() as usize;
+        let k = match self.index.get(&key) {
+            Some(&k) => k,
+            None => {
+                let k = self.open.len();
+                self.index.insert(key, k);
+                let mut distinct: Vec<i64> = members.to_vec();
+                distinct.dedup();
+                self.open.push(distinct.len());
+                self.waits.push(Vec::new());
+                for b in distinct {
+                    self.of.entry(b).or_default().push(k);
+                }
+                k
+            }
+        };
+        self.waits[k].push(i);
+    }
+
+    /// Member `b` is free: the waits on the sets it completes.
+    fn freed(&mut self, b: i64) -> Vec<usize> {
+        let mut out = Vec::new();
+        for &k in self.of.get(&b).map(Vec::as_slice).unwrap_or_default() {
+            self.open[k] = self.open[k].saturating_sub(1);
+            if self.open[k] == 0 {
+                out.extend(self.waits[k].iter().copied());
+            }
+        }
+        out
+    }
+}
+
+/// The first node id of the shared sets in a [`Blocking`] graph, above any
+/// world rank: a set the ranks of a collective wait for is one node between
+/// them and its members. Never in a reported cycle.
+const SET_NODES: i64 = 1 << 62;
+
+/// Whether a node of a [`Blocking`] graph is a shared set, not a rank.
+pub(crate) fn is_set(v: i64) -> bool {
+    v >= SET_NODES
+}
+
+/// The edge `a → b` between two ranks of a [`Blocking`] graph: direct, or
+/// through a shared set `a` waits for and `b` is in.
+pub(crate) fn edge(adj: &Blocking, a: i64, b: i64) -> Option<(bool, bool)> {
+    let out = adj.get(&a)?;
+    if let Some(e) = out.get(&b) {
+        return Some(*e);
+    }
+    out.range(SET_NODES..)
+        .find(|(v, _)| adj.get(v).is_some_and(|o| o.contains_key(&b)))
+        .map(|(_, e)| *e)
+}
+
 /// Edges of the graph among deadlocked ranks that keep them so: `from → to
-/// → (an AND edge, an OR edge)`.
+/// → (an AND edge, an OR edge)`; `to` may be a shared set ([`is_set`]),
+/// whose own edges lead to its deadlocked members.
 pub(crate) type Blocking = BTreeMap<i64, BTreeMap<i64, (bool, bool)>>;
 
 /// The edges that hold the deadlocked ranks: certain waits whose every
@@ -160,6 +240,8 @@ pub(crate) fn blocking(dead: &BTreeSet<i64>, waits: &[Wait]) -> Blocking {
         groups.entry(w.rank).or_default().insert(w.group);
     }
     let alternatives = |r: i64| groups.get(&r).is_some_and(|g| g.len() > 1);
+    // Each shared set's node, once (None: none of its members is deadlocked).
+    let mut set_node: HashMap<usize, Option<i64>> = HashMap::new();
     for w in waits.iter().filter(|w| w.certain && dead.contains(&w.rank)) {
         match &w.target {
             Target::Rank(b) if dead.contains(b) => {
@@ -176,6 +258,33 @@ pub(crate) fn blocking(dead: &BTreeSet<i64>, waits: &[Wait]) -> Blocking {
             } if ranks.iter().all(|b| dead.contains(b)) => {
                 for b in ranks {
                     adj.entry(w.rank).or_default().entry(*b).or_default().1 = true;
+                }
+            }
+            Target::AllOf(members) => {
+                let key = members.as_ptr() as usize;
+                let v = match set_node.get(&key) {
+                    Some(v) => *v,
+                    None => {
+                        let held: BTreeMap<i64, (bool, bool)> = members
+                            .iter()
+                            .filter(|b| dead.contains(b))
+                            .map(|&b| (b, (true, false)))
+                            .collect();
+                        let v = (!held.is_empty()).then(|| SET_NODES + set_node.len() as i64);
+                        if let Some(v) = v {
+                            adj.insert(v, held);
+                        }
+                        set_node.insert(key, v);
+                        v
+                    }
+                };
+                if let Some(v) = v {
+                    let e = adj.entry(w.rank).or_default().entry(v).or_default();
+                    if alternatives(w.rank) {
+                        e.1 = true;
+                    } else {
+                        e.0 = true;
+                    }
                 }
             }
             _ => {}
@@ -265,6 +374,10 @@ struct Search {
 impl Search {
     /// Records a cycle; false once the limit stops the search.
     fn add(&mut self, mut cycle: Vec<i64>) -> bool {
+        cycle.retain(|&v| !is_set(v));
+        if cycle.is_empty() {
+            return true;
+        }
         if let Some(min) = cycle.iter().enumerate().min_by_key(|(_, r)| **r).map(|(i, _)| i) {
             cycle.rotate_left(min);
         }
@@ -388,7 +501,7 @@ pub(crate) fn cycles(adj: &Blocking, limit: usize) -> Cycles {
     }
     let on_cycle: BTreeSet<i64> = all
         .iter()
-        .filter(|(v, out)| sizes[&comp[v]] > 1 || out.contains(v))
+        .filter(|(v, out)| !is_set(**v) && (sizes[&comp[v]] > 1 || out.contains(v)))
         .map(|(v, _)| *v)
         .collect();
     let mut search = Search {
@@ -463,6 +576,7 @@ mod tests {
             }),
             group: 0,
             words: None,
+            one: None,
             op: OpKind::Receive,
             communicator: "MPI_COMM_WORLD".into(),
             tag: None,

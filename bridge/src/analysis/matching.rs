@@ -53,7 +53,16 @@ pub(crate) enum Target {
     /// Some rank other than the waiting one, not known which: any one of
     /// `others` ranks (1 for a specific but unknown peer).
     Unresolved { others: usize },
+    /// Every one of these world ranks (sorted, at least two): the members
+    /// a collective waits for. One set is shared by every rank that waits
+    /// for the same members, and the graph keeps it as one node, so that N
+    /// ranks in an `MPI_Allreduce` waiting for M absent members cost N + M,
+    /// not N × M.
+    AllOf(Members),
 }
+
+/// A shared, sorted set of world ranks ([`Target::AllOf`]).
+pub(crate) type Members = std::sync::Arc<[i64]>;
 
 impl Target {
     /// The known world ranks it names.
@@ -62,6 +71,16 @@ impl Target {
             Target::Rank(r) => std::slice::from_ref(r),
             Target::AnyOf { ranks, .. } => ranks,
             Target::Unresolved { .. } => &[],
+            Target::AllOf(members) => members,
+        }
+    }
+
+    /// The shared set's identity, for a [`Target::AllOf`]: a walk visits
+    /// each set once, however many ranks wait for it.
+    pub fn shared(&self) -> Option<usize> {
+        match self {
+            Target::AllOf(members) => Some(members.as_ptr() as usize),
+            _ => None,
         }
     }
 }
@@ -82,6 +101,9 @@ pub(crate) struct Wait {
     /// (`rank 0 waits in MPI_Barrier on MPI_COMM_WORLD for rank 1, which is
     /// not in it`).
     pub words: Option<String>,
+    /// For a [`Target::AllOf`]: the words of the wait for one member `b`,
+    /// as `head + "rank b" + tail` (a cycle's step, an edge).
+    pub one: Option<Box<(String, String)>>,
     /// Receive, send, or a blocking call.
     pub op: OpKind,
     /// The communicator's name.
@@ -547,6 +569,7 @@ impl<'a> Matcher<'a> {
             self.out.unmatched.len() - 1
         });
         self.out.waits.push(Wait {
+            one: None,
             rank,
             at: Some(at),
             group: 0,

@@ -130,10 +130,15 @@ pub fn analyze_samples(current: &Snapshot, previous: Option<&Snapshot>, interval
         ids: &ids,
         places: &places,
         confirmed: &confirmed,
+        absents: Default::default(),
     };
     let grouped = calls::group(&scene, std::mem::take(&mut matching.waits));
     matching.waits = grouped.waits;
+    let mut sets_seen = std::collections::HashSet::new();
     for w in &matching.waits {
+        if w.target.shared().is_some_and(|k| !sets_seen.insert(k)) {
+            continue; // a shared set's members, once
+        }
         for &r in w.target.ranks() {
             job.add_referenced(r);
         }

@@ -457,3 +457,88 @@ fn ten_thousand_ranks_report_in_two_screens() {
         "rank 0, whom the others wait for:\n{text}"
     );
 }
+
+#[test]
+fn a_collective_mismatch_on_twenty_thousand_ranks_is_one_set_per_side() {
+    // Even ranks in MPI_Barrier, odd ranks in MPI_Allreduce, all on
+    // MPI_COMM_WORLD: each side waits for the other's 10,000 ranks. As one
+    // wait per pair that is 200 million waits; as shared sets, 20,000
+    // waits on two sets, and the analysis finishes in a moment.
+    let n = 20_000i64;
+    // One member list shared by all, as the fan-in's wire gives them.
+    let members: crate::snapshot::model::Group = (0..n).map(Some).collect();
+    let shared_world = |r: i64| Communicator {
+        id: "0".into(),
+        world_ranks: Some(members.clone()),
+        world_ranks_source: Some("world".into()),
+        ..comm("MPI_COMM_WORLD", n, r)
+    };
+    let ps = (0..n)
+        .map(|r| {
+            let (entry, call) = if r % 2 == 0 {
+                ("PMPI_Barrier", "barrier")
+            } else {
+                ("PMPI_Allreduce", "allreduce")
+            };
+            with(
+                process(r as i32, vec![shared_world(r)]),
+                vec![in_mpi(100 + r as u64, entry, 40 + (r % 2) as u32)],
+                vec![args(100 + r as u64, call, Some("0"))],
+            )
+        })
+        .collect();
+    let a = analyze(&snapshot(ps), None);
+    assert_eq!(a.verdict, Verdict::Deadlock, "{}", a.summary);
+    assert_eq!(a.cycles.first(), Some(&vec![0, 1]), "{:?}", a.cycles);
+    assert!(
+        a.summary.contains(
+            "rank 0 is in MPI_Barrier on MPI_COMM_WORLD and waits for rank 1, which is in MPI_Allreduce on it; \
+             rank 1 is in MPI_Allreduce on MPI_COMM_WORLD and waits for rank 0, which is in MPI_Barrier on it"
+        ),
+        "{}",
+        a.summary
+    );
+    // Every edge is still there for the JSON's list: 2 x 10,000 x 10,000.
+    let total = 2 * 10_000 * 10_000usize;
+    assert_eq!(a.edges.len(), 20_000);
+    assert!(
+        a.notes
+            .iter()
+            .any(|n| n.contains(&format!("{} more are left out", total - 20_000))),
+        "{:?}",
+        a.notes
+    );
+    // Nobody is said to be outside MPI, nobody is waited on at the end.
+    assert!(a.waited_on.is_empty(), "{:?}", a.waited_on);
+}
+
+#[test]
+fn a_barrier_waits_for_each_member_of_the_set_it_shares() {
+    // Rank 0 in MPI_Barrier, ranks 1-3 computing: one wait on the set
+    // {1, 2, 3}; the graph frees rank 0 once all three are free, and the
+    // edges still name each member.
+    let n = 4i64;
+    let mut ps = vec![with(
+        process(0, vec![world(n, 0)]),
+        vec![in_mpi(100, "PMPI_Barrier", 54)],
+        vec![args(100, "barrier", Some("0"))],
+    )];
+    for r in 1..n {
+        ps.push(with(
+            process(r as i32, vec![world(n, r)]),
+            vec![in_libc(100 + r as u64, "usleep")],
+            Vec::new(),
+        ));
+    }
+    let a = analyze(&snapshot(ps), None);
+    assert_eq!(a.verdict, Verdict::NoDeadlock, "{}", a.summary);
+    let to: Vec<i64> = a.edges.iter().filter(|e| e.from == 0).map(|e| e.to).collect();
+    assert_eq!(to, vec![1, 2, 3], "{:?}", a.edges);
+    assert!(a.edges.iter().all(|e| e.words.as_deref().is_some_and(|w| w
+        == format!(
+            "rank 0 is in MPI_Barrier on MPI_COMM_WORLD and waits for rank {}, which is not in it",
+            e.to
+        ))));
+    assert_eq!(a.waited_on.len(), 1, "{:?}", a.waited_on);
+    assert_eq!(a.waited_on[0].ranks, vec![1, 2, 3]);
+}

@@ -130,12 +130,23 @@ pub(crate) fn wait_words(w: &Wait) -> String {
         }
         (Target::Rank(b), _) => format!("rank {} waits for {}", w.rank, who(*b)),
         (Target::Unresolved { .. }, _) => format!("rank {} waits for an unknown rank", w.rank),
+        (Target::AllOf(members), _) => format!("rank {} waits for {}", w.rank, ranks_words(members)),
+    }
+}
+
+/// The wait `w` in words, as one for member `b` of its target: a shared
+/// set's wait names only `b` (a cycle's step, an edge).
+pub(crate) fn wait_words_to(w: &Wait, b: i64) -> String {
+    match (&w.target, &w.one) {
+        (Target::AllOf(_), Some(one)) => format!("{}rank {b}{}", one.0, one.1),
+        (Target::AllOf(_), None) => format!("rank {} waits for rank {b}", w.rank),
+        _ => wait_words(w),
     }
 }
 
 /// The wait behind the blocking edge `a → b`.
 fn step<'w>(waits: &'w [Wait], of: &HashMap<i64, Vec<usize>>, adj: &Blocking, a: i64, b: i64) -> Option<&'w Wait> {
-    let (and, or) = adj.get(&a)?.get(&b).copied()?;
+    let (and, or) = graph::edge(adj, a, b)?;
     of.get(&a)?
         .iter()
         .map(|&i| &waits[i])
@@ -143,6 +154,7 @@ fn step<'w>(waits: &'w [Wait], of: &HashMap<i64, Vec<usize>>, adj: &Blocking, a:
         .find(|w| match &w.target {
             Target::Rank(t) => and && *t == b,
             Target::AnyOf { ranks, .. } => or && !and && ranks.contains(&b),
+            Target::AllOf(members) => members.binary_search(&b).is_ok(),
             Target::Unresolved { .. } => false,
         })
 }
@@ -158,13 +170,16 @@ fn edges(waits: &[Wait], notes: &mut Vec<String>) -> Vec<Edge> {
         let (kind, to): (EdgeKind, &[i64]) = match &w.target {
             Target::Rank(b) => (EdgeKind::And, std::slice::from_ref(b)),
             Target::AnyOf { ranks, .. } => (EdgeKind::Or, ranks),
+            Target::AllOf(members) => (EdgeKind::And, members),
             Target::Unresolved { .. } => continue,
         };
-        for &b in to {
-            if out.len() == MAX_EDGES {
-                left += 1;
-                continue;
-            }
+        let room = MAX_EDGES - out.len();
+        left += to.len().saturating_sub(room);
+        for &b in to.iter().take(room) {
+            let words = match &w.target {
+                Target::AllOf(_) => Some(wait_words_to(w, b)),
+                _ => w.words.clone(),
+            };
             out.push(Edge {
                 from: w.rank,
                 to: b,
@@ -173,7 +188,7 @@ fn edges(waits: &[Wait], notes: &mut Vec<String>) -> Vec<Edge> {
                 tag: w.tag,
                 op: w.op,
                 wait: w.unmatched,
-                words: w.words.clone(),
+                words,
             });
         }
     }
@@ -203,6 +218,19 @@ fn why_undecided(rank: i64, waits: &[Wait], worst_free: &BTreeSet<i64>, inp: &In
                 } else {
                     format!("it waits for rank {b}, which may be stuck")
                 };
+            }
+            Target::AllOf(members) => {
+                let stuck: Vec<i64> = members.iter().filter(|b| !worst_free.contains(b)).copied().collect();
+                if let [b] = stuck[..] {
+                    return if inp.job.unknown.contains_key(&b) {
+                        format!("it waits for rank {b}, whose queues could not be read")
+                    } else {
+                        format!("it waits for rank {b}, which may be stuck")
+                    };
+                }
+                if !stuck.is_empty() {
+                    return format!("it waits for {}, which may be stuck", ranks_words(&stuck));
+                }
             }
             Target::AnyOf { ranks, .. } if !ranks.iter().any(|b| worst_free.contains(b)) => {
                 return format!(
@@ -409,7 +437,7 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
                 for (i, &a) in cycle.iter().enumerate().take(SUMMARY_STEPS) {
                     let b = cycle[(i + 1) % cycle.len()];
                     if let Some(w) = step(waits, &of, &adj, a, b) {
-                        parts.push(wait_words(w));
+                        parts.push(wait_words_to(w, b));
                     }
                 }
                 if cycle.len() > SUMMARY_STEPS {

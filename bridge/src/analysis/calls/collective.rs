@@ -2,12 +2,17 @@
 //! communicator that is not in a collective on it; and, when all are, the
 //! members in a different collective (a mismatch).
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 use super::{c_name, call_wait, comm_unknown, Call, Place, Scene};
 use crate::analysis::job::{comm_words, translate};
-use crate::analysis::matching::{Target, Wait};
+use crate::analysis::matching::{Members, Target, Wait};
 use crate::analysis::model::OpKind;
+use crate::analysis::words::ranks_words;
+use crate::snapshot::model::Communicator;
 use crate::stacks::names::{CallClass, Collective};
 
 /// Whether a class is collective over a communicator.
@@ -77,7 +82,130 @@ fn arrival<'p>(scene: &'p Scene<'_>, m: i64, id: usize) -> Arrival<'p> {
     unknown.map_or(Arrival::Not, Arrival::Maybe)
 }
 
+/// Why members are absent from a collective, for its waiters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Reason {
+    /// In another collective on the communicator (its words: `MPI_Bcast`,
+    /// `MPI_Bcast with another root`).
+    Other(String),
+    /// In `MPI_Finalize`.
+    Finalizing,
+    /// In a collective whose communicator is not known (the collective's
+    /// name).
+    Maybe(String),
+    /// Not in a collective on it.
+    Not,
+}
+
+/// Members absent for one reason, sorted.
+#[derive(Debug)]
+struct Class {
+    reason: Reason,
+    members: Members,
+    /// Each member's local rank, in the same order.
+    local: Vec<i64>,
+    /// `rank 5` or `ranks 1-3 and 7`.
+    who: String,
+    /// For a rooted collective: the members but the root, in words.
+    but_root: OnceCell<(Members, String)>,
+}
+
+/// The members of one communicator absent from one collective on it:
+/// found once, shared by every rank in that collective.
+#[derive(Debug, Default)]
+pub(crate) struct Absent {
+    classes: Vec<Class>,
+}
+
+/// The [`Absent`] of each (communicator, collective, root), as the ranks of
+/// a scene ask.
+pub(crate) type Absents = HashMap<(usize, String, Option<i64>), Rc<Absent>>;
+
+fn words_for(ranks: &[i64]) -> String {
+    match ranks {
+        [m] => format!("rank {m}"),
+        _ => ranks_words(ranks),
+    }
+}
+
+/// A collective's communicator.
+struct On<'c> {
+    c: &'c Communicator,
+    /// Its members' world ranks.
+    group: &'c [i64],
+    /// Its identity across processes.
+    id: usize,
+    /// The call's root as a world rank, if it has one.
+    root: Option<i64>,
+}
+
+/// Where every member of the communicator is with respect to rank `r`'s
+/// `call` on it.
+fn absent(scene: &Scene<'_>, r: i64, call: &Call, on: &On<'_>, maybe: &mut BTreeMap<i64, String>) -> Absent {
+    let On { c, group, id, root } = *on;
+    let name = c_name(&call.name);
+    let on = comm_words(&c.name);
+    let mut by: Vec<(Reason, Vec<(i64, i64)>)> = Vec::new();
+    for (l, &m) in group.iter().enumerate() {
+        if m == r {
+            continue;
+        }
+        let reason = match arrival(scene, m, id) {
+            Arrival::In(there) => {
+                let their_root = there
+                    .args
+                    .as_ref()
+                    .and_then(|a| a.root)
+                    .and_then(|l| translate(c, Some(l)));
+                let same_root = root.is_none() || their_root.is_none() || root == their_root;
+                if there.name == call.name && same_root {
+                    continue; // arrived at the same collective
+                }
+                let theirs = c_name(&there.name);
+                Reason::Other(if there.name == call.name {
+                    format!("{theirs} with another root")
+                } else {
+                    theirs
+                })
+            }
+            Arrival::Finalizing => Reason::Finalizing,
+            Arrival::Maybe(their) => Reason::Maybe(their),
+            Arrival::Not => {
+                if let Some(Place::NoStacks(why)) = scene.places.get(&m) {
+                    maybe.entry(m).or_insert_with(|| {
+                        format!("rank {r} is in {name} on {on}, and whether rank {m} is in it too is unknown: {why}")
+                    });
+                }
+                Reason::Not
+            }
+        };
+        let l = i64::try_from(l).unwrap_or(i64::MAX);
+        match by.iter_mut().find(|(why, _)| *why == reason) {
+            Some((_, ms)) => ms.push((m, l)),
+            None => by.push((reason, vec![(m, l)])),
+        }
+    }
+    let classes = by
+        .into_iter()
+        .map(|(reason, mut ms)| {
+            ms.sort_unstable();
+            ms.dedup_by_key(|(m, _)| *m);
+            let members: Members = ms.iter().map(|(m, _)| *m).collect();
+            Class {
+                reason,
+                who: words_for(&members),
+                local: ms.iter().map(|(_, l)| *l).collect(),
+                members,
+                but_root: OnceCell::new(),
+            }
+        })
+        .collect();
+    Absent { classes }
+}
+
 /// The one group of rank `r`'s collective `call` (empty: it completes).
+/// The members it waits for are shared sets ([`Target::AllOf`]), found
+/// once per collective however many ranks are in it.
 pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTreeMap<i64, String>) -> Vec<Wait> {
     let name = c_name(&call.name);
     let others = usize::try_from(scene.job.size - 1).unwrap_or(1).max(1);
@@ -119,74 +247,136 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
         .as_ref()
         .and_then(|a| a.root)
         .and_then(|l| translate(c, Some(l)));
+    let key = (id, call.name.clone(), root);
+    let cached = scene.absents.borrow().get(&key).cloned();
+    let found = match cached {
+        Some(a) => a,
+        None => {
+            let on = On {
+                c,
+                group: &group,
+                id,
+                root,
+            };
+            let a = Rc::new(absent(scene, r, call, &on, maybe));
+            scene.absents.borrow_mut().insert(key, Rc::clone(&a));
+            a
+        }
+    };
     let gathers = matches!(call.name.as_str(), "gather" | "gatherv" | "reduce");
     let me = c.local_rank.unwrap_or(-1);
+    let head = format!("rank {r} is in {name} on {on} and waits for ");
     let mut waits = Vec::new();
-    for (l, &m) in group.iter().enumerate() {
-        if m == r {
-            continue;
-        }
-        let mut wait = |certain: bool, words: String, why: Option<String>| {
-            let mut w = call_wait(r, call, OpKind::Collective, Target::Rank(m), certain, words, why);
-            w.communicator = c.name.clone();
-            w.tag = None;
-            waits.push(w);
+    // `who`: the members in words, found once per set (not once per rank
+    // that waits for it).
+    let mut add = |members: Members, who: &str, certain: bool, tail: (&str, &str), why: Option<String>| {
+        let (target, words) = match &members[..] {
+            [] => return,
+            [m] => (Target::Rank(*m), format!("{head}rank {m}{}", tail.0)),
+            _ => (
+                Target::AllOf(Members::clone(&members)),
+                format!("{head}{who}{}", tail.1),
+            ),
         };
-        match arrival(scene, m, id) {
-            Arrival::In(there) => {
-                let their_root = there
-                    .args
-                    .as_ref()
-                    .and_then(|a| a.root)
-                    .and_then(|l| translate(c, Some(l)));
-                let same_root = root.is_none() || their_root.is_none() || root == their_root;
-                if there.name == call.name && same_root {
-                    continue; // arrived at the same collective
-                }
-                let theirs = c_name(&there.name);
-                let what = if there.name == call.name {
-                    format!("{theirs} with another root")
-                } else {
-                    theirs
-                };
-                wait(
-                    true,
-                    format!("rank {r} is in {name} on {on} and waits for rank {m}, which is in {what} on it"),
-                    None,
-                );
+        let mut w = call_wait(r, call, OpKind::Collective, target, certain, words, why);
+        if members.len() > 1 {
+            w.one = Some(Box::new((head.clone(), tail.0.to_string())));
+        }
+        w.communicator = c.name.clone();
+        w.tag = None;
+        waits.push(w);
+    };
+    for class in &found.classes {
+        // Never itself (a rank with two threads in collectives on it).
+        let (members, who): (Members, Cow<'_, str>) = if class.members.binary_search(&r).is_ok() {
+            let ms: Members = class.members.iter().copied().filter(|&m| m != r).collect();
+            let who = words_for(&ms);
+            (ms, Cow::Owned(who))
+        } else {
+            (Members::clone(&class.members), Cow::Borrowed(&class.who))
+        };
+        match &class.reason {
+            Reason::Other(what) => {
+                let one = format!(", which is in {what} on it");
+                let many = format!(", which are in {what} on it");
+                add(members, &who, true, (&one, &many), None);
             }
-            Arrival::Finalizing => wait(
+            Reason::Finalizing => add(
+                members,
+                &who,
                 true,
-                format!(
-                    "rank {r} is in {name} on {on} and waits for rank {m}, which is in MPI_Finalize: \
-                     it has left every communicator"
+                (
+                    ", which is in MPI_Finalize: it has left every communicator",
+                    ", which are in MPI_Finalize: they have left every communicator",
                 ),
                 None,
             ),
-            Arrival::Maybe(why) => wait(
-                false,
-                format!("rank {r} is in {name} on {on} and waits for rank {m} unless it is in it too"),
-                Some(why),
-            ),
-            Arrival::Not => {
-                let certain = match kind {
-                    Collective::Synchronising => true,
-                    Collective::Rooted => root == Some(m) || (gathers && root == Some(r)),
-                    Collective::Prefix => i64::try_from(l).is_ok_and(|l| l < me),
-                };
-                if let Some(Place::NoStacks(why)) = scene.places.get(&m) {
-                    maybe.entry(m).or_insert_with(|| {
-                        format!("rank {r} is in {name} on {on}, and whether rank {m} is in it too is unknown: {why}")
-                    });
-                }
-                let why = (!certain).then(|| {
-                    format!("rank {r} is in {name} on {on}, which may not need rank {m} to arrive (a tree of messages)")
-                });
-                wait(
-                    certain,
-                    format!("rank {r} is in {name} on {on} and waits for rank {m}, which is not in it"),
-                    why,
+            Reason::Maybe(their) => {
+                let verb = if class.members.len() == 1 { "is" } else { "are" };
+                let why = format!(
+                    "{} {verb} in {} on a communicator that could not be recovered",
+                    class.who,
+                    c_name(their)
                 );
+                add(
+                    members,
+                    &who,
+                    false,
+                    (" unless it is in it too", " unless they are in it too"),
+                    Some(why),
+                );
+            }
+            Reason::Not => {
+                let tail = (", which is not in it", ", which are not in it");
+                // Which absent members the call cannot complete without.
+                let all_needed = match kind {
+                    Collective::Synchronising => true,
+                    Collective::Rooted => gathers && root == Some(r),
+                    Collective::Prefix => class.local.iter().all(|&l| l < me),
+                };
+                if all_needed {
+                    add(members, &who, true, tail, None);
+                    continue;
+                }
+                let (certain, rest, rest_who): (Members, Members, Cow<'_, str>) = match kind {
+                    // The root, once for every rank of the collective.
+                    Collective::Rooted if who.as_ref() == class.who => {
+                        let root_in = root.filter(|m| members.binary_search(m).is_ok());
+                        let (rest, rest_who) = class.but_root.get_or_init(|| {
+                            let rest: Members = members.iter().copied().filter(|&m| Some(m) != root).collect();
+                            let w = words_for(&rest);
+                            (rest, w)
+                        });
+                        let certain: Members = root_in.into_iter().collect();
+                        (certain, Members::clone(rest), Cow::Borrowed(rest_who.as_str()))
+                    }
+                    // Prefix (and a rank listed twice): a split of its own.
+                    _ => {
+                        let needed = |m: i64, l: i64| match kind {
+                            Collective::Rooted => root == Some(m),
+                            _ => l < me,
+                        };
+                        let (mut certain, mut rest) = (Vec::new(), Vec::new());
+                        for (&m, &l) in class.members.iter().zip(&class.local).filter(|(&m, _)| m != r) {
+                            if needed(m, l) {
+                                certain.push(m);
+                            } else {
+                                rest.push(m);
+                            }
+                        }
+                        let (certain, rest): (Members, Members) = (certain.into(), rest.into());
+                        let rest_who = words_for(&rest);
+                        (certain, rest, Cow::Owned(rest_who))
+                    }
+                };
+                let certain_who = words_for(&certain);
+                add(certain, &certain_who, true, tail, None);
+                if !rest.is_empty() {
+                    let why = format!(
+                        "rank {r} is in {name} on {on}, which may not need {rest_who} to arrive (a tree of messages)"
+                    );
+                    add(rest, &rest_who, false, tail, Some(why));
+                }
             }
         }
     }
