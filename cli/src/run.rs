@@ -405,7 +405,8 @@ impl Outcome {
 }
 
 /// Analyses (when the command calls for it), renders, writes `--svg` and
-/// `--flamegraph`.
+/// `--flamegraph`. Once per process: the report is never freed (the
+/// process ends with the command).
 pub fn finish(
     samples: Samples,
     whole_job: bool,
@@ -424,17 +425,25 @@ pub fn finish(
     } else {
         Report::plain(samples.current)
     };
-    if let (Some(path), Some(graph)) = (&dump.svg, report.graph_dot(opts)) {
-        report::write_svg(&graph, path)?;
+    // The graph only when asked for: a tuple would build it every time
+    // (5 % of a 100,000-rank `mpiq job`).
+    if let Some(path) = &dump.svg {
+        if let Some(graph) = report.graph_dot(opts) {
+            report::write_svg(&graph, path)?;
+        }
     }
     if let Some(path) = &dump.flamegraph {
         crate::flamegraph::write(&report, opts, path)?;
     }
     let shown = matches!(format, OutputFormat::Text | OutputFormat::Json) && report.analysis.is_some();
     let handoff = shown.then(|| reopen.handoff(&report.snapshot)).flatten();
-    Ok(Outcome {
+    let outcome = Outcome {
         stdout: report::render_with(&report, format, opts, handoff.as_ref()),
         verdict: report.verdict(),
         status: None,
-    })
+    };
+    // The command ends here: its memory goes back with the process, not
+    // snapshot by snapshot (8 % of a 100,000-rank `mpiq job`).
+    std::mem::forget(report);
+    Ok(outcome)
 }

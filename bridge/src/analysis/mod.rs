@@ -102,7 +102,17 @@ pub fn analyze(current: &Snapshot, previous: Option<&Snapshot>) -> Analysis {
 /// [`analyze`], with the time between the two samples for the notes
 /// ("the queues changed between two samples 200 ms apart").
 pub fn analyze_samples(current: &Snapshot, previous: Option<&Snapshot>, interval_ms: Option<u64>) -> Analysis {
-    let mut snap = current.clone();
+    analyze_owned(current.clone(), previous, interval_ms).0
+}
+
+/// [`analyze_samples`] on a snapshot it may keep: no copy of it is made
+/// (at 100,000 ranks the copy cost more than the matching), and it comes
+/// back with its groups inferred ([`infer_groups`]), as a report shows it.
+pub fn analyze_owned(
+    mut snap: Snapshot,
+    previous: Option<&Snapshot>,
+    interval_ms: Option<u64>,
+) -> (Analysis, Snapshot) {
     let report = groups::infer(&mut snap);
     let mut notes: Vec<String> = report.note().into_iter().collect();
     let ids = groups::identify(&snap);
@@ -164,7 +174,7 @@ pub fn analyze_samples(current: &Snapshot, previous: Option<&Snapshot>, interval
         })
         .map(|(&r, _)| r)
         .collect();
-    verdict::conclude(inputs::Inputs {
+    let analysis = verdict::conclude(inputs::Inputs {
         job: &job,
         matching,
         progress,
@@ -178,7 +188,8 @@ pub fn analyze_samples(current: &Snapshot, previous: Option<&Snapshot>, interval
             all_confirmed,
             stacks_only,
         },
-    })
+    });
+    (analysis, snap)
 }
 
 /// Fills `world_ranks` of communicators where the library gave none, from

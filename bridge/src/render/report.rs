@@ -53,16 +53,15 @@ impl Report {
     /// fills in the groups of the snapshot shown.
     pub fn analyzed(samples: Samples) -> Report {
         let Samples {
-            mut current,
+            current,
             previous,
             interval_ms,
             second_failed,
         } = samples;
-        let mut a = analysis::analyze_samples(&current, previous.as_ref(), interval_ms);
+        let (mut a, current) = analysis::analyze_owned(current, previous.as_ref(), interval_ms);
         if let Some(why) = second_failed {
             second_sample_failed(&mut a, &why);
         }
-        analysis::infer_groups(&mut current);
         Report {
             snapshot: current,
             analysis: Some(a),
