@@ -86,7 +86,7 @@ fn names(t: &mut dyn Target, tid: u64) -> Vec<String> {
     let main = stacks.iter().find(|s| s.tid == tid).expect("main thread");
     main.frames
         .iter()
-        .map(|f| f.function.clone().unwrap_or_else(|| "??".into()))
+        .map(|f| f.function.as_deref().unwrap_or("??").to_string())
         .collect()
 }
 

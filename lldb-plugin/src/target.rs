@@ -91,9 +91,10 @@ impl Target for LldbTarget {
                     // lldb names a function without a symbol
                     // `___lldb_unnamed_symbolN`: no name, as gdb and the CLI.
                     function: nonempty(self.host.frame_function(t, f))
-                        .filter(|n| !n.starts_with("___lldb_unnamed_symbol")),
-                    object: nonempty(self.host.frame_object(t, f)),
-                    file: nonempty(self.host.frame_file(t, f)),
+                        .filter(|n| !n.starts_with("___lldb_unnamed_symbol"))
+                        .map(mpiq::Text::from),
+                    object: nonempty(self.host.frame_object(t, f)).map(mpiq::Text::from),
+                    file: nonempty(self.host.frame_file(t, f)).map(mpiq::Text::from),
                     line: Some(self.host.frame_line(t, f)).filter(|&l| l != 0),
                     inlined: self.host.frame_inlined(t, f),
                     python: false,
@@ -101,7 +102,7 @@ impl Target for LldbTarget {
                 .collect();
             threads.push(ThreadStack {
                 tid: self.host.thread_id(t),
-                name: nonempty(self.host.thread_name(t)),
+                name: nonempty(self.host.thread_name(t)).map(mpiq::Text::from),
                 frames,
                 note: (n > shown).then(|| format!("stopped after {MAX_FRAMES} frames")),
             });

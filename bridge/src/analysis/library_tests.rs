@@ -13,7 +13,7 @@ const APP: &str = "/opt/u/app";
 /// [`testutil::frame`](super::testutil::frame), its file by its path.
 fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
     Frame {
-        file: line.map(|_| "/opt/u/app.c".to_string()),
+        file: line.map(|_| "/opt/u/app.c".into()),
         ..super::testutil::frame(function, object, line)
     }
 }

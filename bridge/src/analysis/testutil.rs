@@ -175,7 +175,7 @@ pub(crate) fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
         pc: "0x1".into(),
         function: Some(function.into()),
         object: Some(object.into()),
-        file: line.map(|_| "app.c".to_string()),
+        file: line.map(|_| "app.c".into()),
         line,
         inlined: false,
         python: false,

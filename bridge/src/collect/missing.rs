@@ -31,10 +31,12 @@ struct Identity {
 /// The MPI library's file: the object of the first MPI entry point's frame
 /// in any thread.
 pub(crate) fn mpi_library(threads: &[ThreadStack]) -> Option<String> {
-    threads
-        .iter()
-        .flat_map(|t| &t.frames)
-        .find_map(|f| f.object.clone().filter(|_| entry_point(f).is_some()))
+    threads.iter().flat_map(|t| &t.frames).find_map(|f| {
+        f.object
+            .as_deref()
+            .filter(|_| entry_point(f).is_some())
+            .map(str::to_string)
+    })
 }
 
 /// The MPI library mapped by live process `pid` (`/proc/PID/maps`), when

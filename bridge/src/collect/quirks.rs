@@ -112,7 +112,7 @@ fn ompi_transport(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result
                 *q = Queue::unavailable(why.clone());
             } else {
                 q.incomplete = true;
-                q.reason = Some(why.clone());
+                q.reason = Some(why.as_str().into());
             }
         }
     }
@@ -233,7 +233,7 @@ pub(super) fn mpich_ch4_receives(target: &mut dyn Target, snap: &mut ProcessSnap
                 let q = c.queues.get_mut(kind);
                 if q.available {
                     q.incomplete = true;
-                    q.reason.get_or_insert_with(|| why.to_string());
+                    q.reason.get_or_insert_with(|| why.into());
                 }
             }
         }

@@ -115,7 +115,7 @@ pub(crate) fn communicator(raw: &mqs_communicator, group: Option<Vec<i64>>) -> C
         size,
         local_rank: word(raw.local_rank),
         world_ranks,
-        world_ranks_source: source.map(str::to_string),
+        world_ranks_source: source.map(Text::intern),
         world_ranks_rejected: None,
         queues: Queues {
             sends: Queue::available(Vec::new()),

@@ -140,8 +140,8 @@ fn run_dll_into(
 
 fn dll_info(d: &Dll, path: &std::path::Path, source: DllSource) -> DllInfo {
     DllInfo {
-        path: path.display().to_string(),
-        version: d.version().to_string(),
+        path: path.display().to_string().into(),
+        version: d.version().into(),
         found_via: source,
     }
 }
@@ -342,10 +342,13 @@ fn read_queue(
     loop {
         if count == max_operations {
             queue.incomplete = true;
-            queue.reason = Some(format!(
-                "stopped after {max_operations} operations in '{comm_name}' {}: the list may be corrupt",
-                kind.as_str()
-            ));
+            queue.reason = Some(
+                format!(
+                    "stopped after {max_operations} operations in '{comm_name}' {}: the list may be corrupt",
+                    kind.as_str()
+                )
+                .into(),
+            );
             break;
         }
         let rc = lib.next_operation(s, records);
@@ -355,10 +358,7 @@ fn read_queue(
         }
         if rc != mqs_end_of_list && rc != mqs_no_information {
             queue.incomplete = true;
-            queue.reason = Some(format!(
-                "the list could not be read to its end: {}",
-                describe(lib, s, rc)
-            ));
+            queue.reason = Some(format!("the list could not be read to its end: {}", describe(lib, s, rc)).into());
             if count == 0 && code::text(rc).is_some() {
                 // Nothing read at all, and the cause is ours (memory): not "empty".
                 queue.available = false;

@@ -67,8 +67,8 @@ pub fn run(
         let desc = target.describe();
         Ok(ProcessSnapshot {
             dll: Some(DllInfo {
-                path: dll.display().to_string(),
-                version: String::new(),
+                path: dll.display().to_string().into(),
+                version: crate::snapshot::model::Text::default(),
                 found_via: source,
             }),
             error: Some(why.to_string()),

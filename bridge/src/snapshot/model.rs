@@ -61,9 +61,9 @@ impl DllSource {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DllInfo {
     /// Path as loaded.
-    pub path: String,
+    pub path: Text,
     /// `mqs_version_string()`.
-    pub version: String,
+    pub version: Text,
     /// Where the path came from.
     pub found_via: DllSource,
 }
@@ -289,7 +289,7 @@ pub struct ThreadStack {
     pub tid: u64,
     /// The thread's name, when the host knows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Text>,
     /// Frames, innermost first.
     pub frames: Vec<Frame>,
     /// Why the stack ends where it does, when it ended abnormally (no unwind
@@ -305,13 +305,13 @@ pub struct Frame {
     pub pc: String,
     /// The function (demangled), when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub function: Option<String>,
+    pub function: Option<Text>,
     /// The object (executable or shared library) the pc is in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub object: Option<String>,
+    pub object: Option<Text>,
     /// Source file, when debug information has it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub file: Option<String>,
+    pub file: Option<Text>,
     /// Source line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
@@ -400,7 +400,7 @@ pub struct Communicator {
     /// "world" (it is `MPI_COMM_WORLD`), "self" (`MPI_COMM_SELF`),
     /// "inferred" (across ranks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub world_ranks_source: Option<String>,
+    pub world_ranks_source: Option<Text>,
     /// Why the group the debug library gave is not shown as `world_ranks`:
     /// it cannot be right (a process twice in it, a rank past the world's
     /// size). Neither it nor the library's own global ranks of the
@@ -475,7 +475,7 @@ pub struct Queue {
     pub available: bool,
     /// Why it is not available, or why the list is incomplete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Text>,
     /// True when the list was cut short (a read failed part way, a limit was hit).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub incomplete: bool,
@@ -498,7 +498,7 @@ impl Queue {
     pub fn unavailable(reason: impl Into<String>) -> Self {
         Queue {
             available: false,
-            reason: Some(reason.into()),
+            reason: Some(Text::intern(&reason.into())),
             incomplete: false,
             operations: Vec::new(),
         }
@@ -576,6 +576,136 @@ pub struct Operation {
     pub actual: Option<Actual>,
     /// Free text from the library, one entry per line.
     pub extra_text: Vec<String>,
+}
+
+/// A string that many processes hold the same: a function's name, an
+/// object's path, a source file of a stack frame. Read from JSON, it is
+/// shared with every equal one read before on the same thread, so a front
+/// end that reads 100,000 ranks keeps each name once, not once per frame;
+/// written as the plain string it is.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Text(Arc<str>);
+
+thread_local! {
+    /// The texts read on this thread ([`Text`]); grows with the distinct
+    /// names only.
+    static TEXTS: std::cell::RefCell<std::collections::HashSet<Arc<str>>> = Default::default();
+}
+
+impl Text {
+    /// The shared text equal to `s`.
+    pub fn intern(s: &str) -> Text {
+        TEXTS.with(|t| {
+            let mut t = t.borrow_mut();
+            if let Some(a) = t.get(s) {
+                return Text(Arc::clone(a));
+            }
+            let a: Arc<str> = Arc::from(s);
+            t.insert(Arc::clone(&a));
+            Text(a)
+        })
+    }
+
+    /// The text as a `&str`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Text {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Text {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Text {
+        Text(Arc::from(s))
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Text {
+        Text(Arc::from(s))
+    }
+}
+
+impl From<&String> for Text {
+    fn from(s: &String) -> Text {
+        Text(Arc::from(s.as_str()))
+    }
+}
+
+impl From<Text> for String {
+    fn from(t: Text) -> String {
+        t.0.to_string()
+    }
+}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        &*self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Text {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl Serialize for Text {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Text, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Text;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Text, E> {
+                Ok(Text::intern(v))
+            }
+        }
+        d.deserialize_str(V)
+    }
 }
 
 /// A communicator's group: the world rank of each local rank (`None`:
@@ -690,5 +820,29 @@ mod group_tests {
         assert_eq!(&back[..], &[Some(1), None]);
         let shared = world.clone();
         assert!(Group::same(&world, &shared) && shared == world);
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::*;
+
+    #[test]
+    fn frames_read_share_their_names_and_write_them_as_plain_strings() {
+        let json = r#"[{"pc":"0x1","function":"PMPI_Recv","object":"/opt/mpi/lib/libmpi.so.40","file":"a.c","line":3},
+                       {"pc":"0x2","function":"PMPI_Recv","object":"/opt/mpi/lib/libmpi.so.40"}]"#;
+        let frames: Vec<Frame> = serde_json::from_str(json).unwrap();
+        let (a, b) = (&frames[0], &frames[1]);
+        assert_eq!(a.function.as_deref(), Some("PMPI_Recv"));
+        // One allocation for both frames' names.
+        let ptr = |t: &Option<Text>| t.as_deref().map(str::as_ptr);
+        assert_eq!(ptr(&a.function), ptr(&b.function));
+        assert_eq!(ptr(&a.object), ptr(&b.object));
+        assert_eq!(
+            serde_json::to_string(a).unwrap(),
+            r#"{"pc":"0x1","function":"PMPI_Recv","object":"/opt/mpi/lib/libmpi.so.40","file":"a.c","line":3}"#
+        );
+        assert_eq!(format!("{:?}", a.file), r#"Some("a.c")"#);
+        assert!(serde_json::from_str::<Frame>(r#"{"pc":"0x1","function":7}"#).is_err());
     }
 }

@@ -92,7 +92,7 @@ pub fn position(t: &ThreadStack) -> Position {
             through(&c_name(&call), &t.frames, outer)
         };
         return Position::InMpi {
-            function: f.function.clone().unwrap_or_default(),
+            function: f.function.as_deref().unwrap_or_default().to_string(),
             class: classify(&call),
             call,
             caller: if python_exit.is_some() { None } else { caller },
@@ -204,10 +204,10 @@ fn through(mpi_call: &str, frames: &[Frame], outer: &[Frame]) -> Option<Through>
         .map(|o| o.rsplit('/').next().unwrap_or(o).to_string());
     Some(Through {
         mpi_call: mpi_call.to_string(),
-        library_call: lib.function.clone()?,
+        library_call: lib.function.as_deref()?.to_string(),
         library,
-        function: at.function.clone().unwrap_or_else(|| at.pc.clone()),
-        file: at.file.clone(),
+        function: at.function.as_deref().unwrap_or(&at.pc).to_string(),
+        file: at.file.as_deref().map(str::to_string),
         line: at.line,
     })
 }
@@ -330,7 +330,7 @@ pub fn blocked_outside(t: &ThreadStack) -> Option<String> {
 
 /// `function (file:line)`, `function`, or the pc.
 fn frame_words(f: &Frame) -> String {
-    let name = f.function.clone().unwrap_or_else(|| f.pc.clone());
+    let name = f.function.as_deref().unwrap_or(&f.pc).to_string();
     match (&f.file, f.line) {
         (Some(file), Some(line)) => {
             let base = file.rsplit('/').next().unwrap_or(file);
@@ -461,7 +461,7 @@ mod tests {
             pc: "0x1".into(),
             function: Some(function.into()),
             object: Some(object.into()),
-            file: file.map(|(f, _)| f.to_string()),
+            file: file.map(|(f, _)| f.into()),
             line: file.map(|(_, l)| l),
             inlined: false,
             python: false,

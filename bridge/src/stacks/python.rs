@@ -4,7 +4,7 @@
 //! the names of mpi4py's Cython wrappers in Python's spelling
 //! (`comm.bcast`).
 
-use crate::snapshot::model::{Frame, MpiCall, PythonFrame, PythonStacks, ThreadStack};
+use crate::snapshot::model::{Frame, MpiCall, PythonFrame, PythonStacks, Text, ThreadStack};
 use crate::target::{Target, TargetError};
 
 /// How a Python program that has left its script came to the
@@ -76,9 +76,9 @@ pub fn is_eval_frame(f: &Frame) -> bool {
 fn python_frame(p: &PythonFrame, eval: &Frame) -> Frame {
     Frame {
         pc: eval.pc.clone(),
-        function: Some(p.function.clone()),
+        function: Some(Text::intern(&p.function)),
         object: None,
-        file: Some(p.file.clone()),
+        file: Some(Text::intern(&p.file)),
         line: (p.line > 0).then_some(p.line),
         inlined: false,
         python: true,
@@ -293,7 +293,7 @@ mod tests {
                 if f.python {
                     format!("py:{n}:{}", f.line.unwrap_or(0))
                 } else {
-                    n
+                    n.to_string()
                 }
             })
             .collect()

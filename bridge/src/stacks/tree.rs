@@ -342,7 +342,7 @@ fn location(f: &Frame) -> Option<String> {
 /// The function of a frame, or `?? (object)`.
 fn function_label(f: &Frame) -> String {
     match (&f.function, &f.object) {
-        (Some(name), _) => name.clone(),
+        (Some(name), _) => name.to_string(),
         (None, Some(o)) => format!("?? ({})", o.rsplit('/').next().unwrap_or(o)),
         (None, None) => "??".into(),
     }

@@ -12,7 +12,7 @@ pub(crate) fn frame(function: &str, object: &str, at: Option<u32>) -> Frame {
         pc: "0x1".into(),
         function: Some(function.into()),
         object: Some(object.into()),
-        file: at.map(|_| "/opt/u/barrier_vs_recv.c".to_string()),
+        file: at.map(|_| "/opt/u/barrier_vs_recv.c".into()),
         line: at,
         inlined: false,
         python: false,

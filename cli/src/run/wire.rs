@@ -126,7 +126,15 @@ pub fn restore(
         for (call, state) in stacks.calls.iter_mut().zip(states) {
             call.state = state;
         }
+        // A list read from JSON grows by doubling: up to half of it empty,
+        // kept for every rank of the job until the end.
+        stacks.threads.shrink_to_fit();
+        for t in &mut stacks.threads {
+            t.frames.shrink_to_fit();
+        }
+        stacks.calls.shrink_to_fit();
     }
+    process.communicators.shrink_to_fit();
     for (c, r) in process.communicators.iter_mut().zip(runs) {
         if let Some(r) = r {
             c.world_ranks = Some(groups.get(r));

@@ -89,15 +89,15 @@ pub fn with_shared<R>(f: impl FnOnce(&mut Unwinder) -> R) -> R {
 pub fn to_model(t: ThreadStack) -> mpiq::ThreadStack {
     mpiq::ThreadStack {
         tid: u64::try_from(t.tid).unwrap_or_default(),
-        name: t.name,
+        name: t.name.as_deref().map(mpiq::Text::intern),
         frames: t
             .frames
             .into_iter()
             .map(|f| mpiq::Frame {
                 pc: format!("{:#x}", f.pc),
-                function: f.function,
-                object: f.object,
-                file: f.file,
+                function: f.function.as_deref().map(mpiq::Text::intern),
+                object: f.object.as_deref().map(mpiq::Text::intern),
+                file: f.file.as_deref().map(mpiq::Text::intern),
                 line: f.line,
                 inlined: f.inlined,
                 python: false,

@@ -14,9 +14,9 @@ pub fn frame_line(n: usize, f: &Frame) -> String {
     };
     let model = mpiq::Frame {
         pc: format!("{:#018x}", f.pc),
-        function,
-        object: f.object.clone(),
-        file: f.file.clone(),
+        function: function.as_deref().map(mpiq::Text::intern),
+        object: f.object.as_deref().map(mpiq::Text::intern),
+        file: f.file.as_deref().map(mpiq::Text::intern),
         line: f.line,
         inlined: f.inlined,
         python: false,

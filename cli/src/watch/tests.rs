@@ -13,7 +13,7 @@ fn frame(function: &str, object: &str, file: Option<(&str, u32)>) -> StackFrame 
         pc: "0x1".into(),
         function: Some(function.into()),
         object: Some(object.into()),
-        file: file.map(|(f, _)| f.to_string()),
+        file: file.map(|(f, _)| f.into()),
         line: file.map(|(_, l)| l),
         inlined: false,
         python: false,

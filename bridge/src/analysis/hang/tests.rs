@@ -14,7 +14,7 @@ const APP: &str = "/opt/u/solver";
 /// [`testutil::frame`](crate::analysis::testutil::frame) in `solver.c`.
 fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
     Frame {
-        file: line.map(|_| "solver.c".to_string()),
+        file: line.map(|_| "solver.c".into()),
         ..crate::analysis::testutil::frame(function, object, line)
     }
 }
