@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use super::matching::{Members, Target, Wait};
+use super::matching::{SetIndex, Target, Wait};
 
 /// Steps the cycle searches may take before they stop (and say so).
 const STEP_BUDGET: usize = 200_000;
@@ -72,9 +72,9 @@ pub(crate) fn reduce(f: &Facts<'_>, assume: Assume) -> BTreeSet<i64> {
     let mut satisfied = vec![false; f.waits.len()];
     let mut waiting_on: HashMap<i64, Vec<usize>> = HashMap::new();
     let mut unresolved: Vec<usize> = Vec::new();
-    // Shared sets of members (Target::AllOf), each once: its members not
-    // yet free, the waits on it, and each member's sets.
-    let mut sets = Sets::default();
+    // Shared sets of members (Target::AllOf), each once, with the waits
+    // on it; `open[k]`: set k's members not yet free.
+    let mut sets: SetIndex<usize> = SetIndex::default();
     for (i, w) in f.waits.iter().enumerate() {
         let Some(count) = open.get_mut(&w.rank).and_then(|g| g.get_mut(&w.group)) else {
             continue;
@@ -95,10 +95,11 @@ pub(crate) fn reduce(f: &Facts<'_>, assume: Assume) -> BTreeSet<i64> {
                 }
             }
             Target::Unresolved { .. } => unresolved.push(i),
-            Target::AllOf(members) => sets.wait_on(members, i),
+            Target::AllOf(members) => sets.add(members.as_ptr() as usize, members, i),
         }
         *count += 1;
     }
+    let mut open_sets = sets.sizes.clone();
     let mut queue: VecDeque<i64> = free.iter().copied().collect();
     for (&r, groups) in &open {
         if (groups.is_empty() || groups.values().any(|n| *n == 0)) && free.insert(r) {
@@ -122,9 +123,15 @@ pub(crate) fn reduce(f: &Facts<'_>, assume: Assume) -> BTreeSet<i64> {
                     release(i, &mut free, &mut queue, &mut satisfied);
                 }
             }
-            for i in sets.freed(b) {
-                if !satisfied[i] {
-                    release(i, &mut free, &mut queue, &mut satisfied);
+            for &k in sets.of(b) {
+                open_sets[k] = open_sets[k].saturating_sub(1);
+                if open_sets[k] > 0 {
+                    continue;
+                }
+                for &i in &sets.waiters[k] {
+                    if !satisfied[i] {
+                        release(i, &mut free, &mut queue, &mut satisfied);
+                    }
                 }
             }
         }
@@ -153,54 +160,6 @@ pub(crate) fn reduce(f: &Facts<'_>, assume: Assume) -> BTreeSet<i64> {
         }
     }
     free
-}
-
-/// The shared sets of members of a reduction ([`Target::AllOf`]).
-#[derive(Default)]
-struct Sets {
-    /// Set index by the set's identity.
-    index: HashMap<usize, usize>,
-    /// Members of each set not yet free.
-    open: Vec<usize>,
-    /// The waits on each set.
-    waits: Vec<Vec<usize>>,
-    /// The sets of each member.
-    of: HashMap<i64, Vec<usize>>,
-}
-
-impl Sets {
-    /// Wait `i` is on `members`.
-    fn wait_on(&mut self, members: &Members, i: usize) {
-        let key = members.as_ptr() as usize;
-        let k = match self.index.get(&key) {
-            Some(&k) => k,
-            None => {
-                let k = self.open.len();
-                self.index.insert(key, k);
-                let mut distinct: Vec<i64> = members.to_vec();
-                distinct.dedup();
-                self.open.push(distinct.len());
-                self.waits.push(Vec::new());
-                for b in distinct {
-                    self.of.entry(b).or_default().push(k);
-                }
-                k
-            }
-        };
-        self.waits[k].push(i);
-    }
-
-    /// Member `b` is free: the waits on the sets it completes.
-    fn freed(&mut self, b: i64) -> Vec<usize> {
-        let mut out = Vec::new();
-        for &k in self.of.get(&b).map(Vec::as_slice).unwrap_or_default() {
-            self.open[k] = self.open[k].saturating_sub(1);
-            if self.open[k] == 0 {
-                out.extend(self.waits[k].iter().copied());
-            }
-        }
-        out
-    }
 }
 
 /// The first node id of the shared sets in a [`Blocking`] graph, above any

@@ -64,6 +64,65 @@ pub(crate) enum Target {
 /// A shared, sorted set of world ranks ([`Target::AllOf`]).
 pub(crate) type Members = std::sync::Arc<[i64]>;
 
+/// The distinct shared sets among some waits, each once, however many
+/// ranks wait for it: its distinct members, who waits for it (`W`: a wait's
+/// index, a rank), and the sets each member is in. The reduction
+/// (`graph.rs`) and the walk to the ranks waited on (`waited.rs`) go
+/// through a set once, not once per waiter.
+#[derive(Debug)]
+pub(crate) struct SetIndex<W> {
+    index: HashMap<usize, usize>,
+    /// Each set's count of distinct members.
+    pub sizes: Vec<usize>,
+    /// Who waits for each set.
+    pub waiters: Vec<Vec<W>>,
+    of: HashMap<i64, Vec<usize>>,
+}
+
+impl<W> Default for SetIndex<W> {
+    fn default() -> Self {
+        SetIndex {
+            index: HashMap::new(),
+            sizes: Vec::new(),
+            waiters: Vec::new(),
+            of: HashMap::new(),
+        }
+    }
+}
+
+impl<W> SetIndex<W> {
+    /// `w` waits for the set `key` ([`Target::shared`]), whose members are
+    /// `members` (sorted).
+    pub fn add(&mut self, key: usize, members: &[i64], w: W) {
+        let k = match self.index.get(&key) {
+            Some(&k) => k,
+            None => {
+                let k = self.sizes.len();
+                self.index.insert(key, k);
+                let mut distinct = members.to_vec();
+                distinct.dedup();
+                self.sizes.push(distinct.len());
+                self.waiters.push(Vec::new());
+                for b in distinct {
+                    self.of.entry(b).or_default().push(k);
+                }
+                k
+            }
+        };
+        self.waiters[k].push(w);
+    }
+
+    /// The sets rank `b` is in.
+    pub fn of(&self, b: i64) -> &[usize] {
+        self.of.get(&b).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Every rank in some set.
+    pub fn members(&self) -> impl Iterator<Item = i64> + '_ {
+        self.of.keys().copied()
+    }
+}
+
 impl Target {
     /// The known world ranks it names.
     pub fn ranks(&self) -> &[i64] {

@@ -6,11 +6,11 @@
 //! unreadable. Those are the ranks a hung job is waiting for, whatever the
 //! verdict's word; the summary names them first.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
 use super::calls::{caller_line, waiting_said, Place};
 use super::job::Job;
-use super::matching::{Target, Wait};
+use super::matching::{SetIndex, Target, Wait};
 use super::model::{WaitedOn, Waiter};
 use super::words::ranks_words;
 use crate::snapshot::model::Snapshot;
@@ -208,38 +208,14 @@ fn end(s: &Scene<'_>, r: i64) -> Option<End> {
 #[derive(Default)]
 struct Back {
     direct: BTreeMap<i64, BTreeSet<i64>>,
-    set_index: HashMap<usize, usize>,
-    set_waiters: Vec<Vec<i64>>,
-    sets_of: HashMap<i64, Vec<usize>>,
+    sets: SetIndex<i64>,
 }
 
 impl Back {
-    /// `a` waits for every member of the set `key`, `members`.
-    fn set(&mut self, key: usize, members: &[i64], a: i64) {
-        let k = match self.set_index.get(&key) {
-            Some(&k) => k,
-            None => {
-                let k = self.set_waiters.len();
-                self.set_index.insert(key, k);
-                self.set_waiters.push(Vec::new());
-                for &b in members {
-                    self.sets_of.entry(b).or_default().push(k);
-                }
-                k
-            }
-        };
-        self.set_waiters[k].push(a);
-    }
-
     /// Every rank with a waiter, in order.
     fn waited(&self) -> BTreeSet<i64> {
         let mut out: BTreeSet<i64> = self.direct.keys().copied().collect();
-        out.extend(
-            self.sets_of
-                .iter()
-                .filter(|(_, ks)| ks.iter().any(|&k| !self.set_waiters[k].is_empty()))
-                .map(|(b, _)| *b),
-        );
+        out.extend(self.sets.members());
         out
     }
 
@@ -247,9 +223,9 @@ impl Back {
     /// are in `walked`), not `b` itself.
     fn waiters(&self, b: i64, walked: &mut HashSet<usize>, out: &mut Vec<i64>) {
         out.extend(self.direct.get(&b).into_iter().flatten().copied());
-        for &k in self.sets_of.get(&b).map(Vec::as_slice).unwrap_or_default() {
+        for &k in self.sets.of(b) {
             if walked.insert(k) {
-                out.extend(self.set_waiters[k].iter().copied().filter(|&a| a != b));
+                out.extend(self.sets.waiters[k].iter().copied().filter(|&a| a != b));
             }
         }
     }
@@ -265,7 +241,7 @@ pub(crate) fn waited_on(s: &Scene<'_>) -> (Vec<WaitedOn>, Option<String>) {
     for w in s.waits.iter().filter(|w| waiting(s, w.rank)) {
         match w.target.shared() {
             Some(key) => {
-                back.set(key, w.target.ranks(), w.rank);
+                back.sets.add(key, w.target.ranks(), w.rank);
                 named.insert(w.rank);
             }
             None => {
@@ -293,7 +269,7 @@ pub(crate) fn waited_on(s: &Scene<'_>) -> (Vec<WaitedOn>, Option<String>) {
     if !guessed.is_empty() {
         let candidates: Vec<i64> = candidates(s).into_iter().collect();
         for &a in &guessed {
-            back.set(usize::MAX, &candidates, a);
+            back.sets.add(usize::MAX, &candidates, a);
         }
     }
     // The ends, grouped by what they do; from each group back through the

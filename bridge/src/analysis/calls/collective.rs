@@ -121,13 +121,6 @@ pub(crate) struct Absent {
 /// a scene ask.
 pub(crate) type Absents = HashMap<(usize, String, Option<i64>), Rc<Absent>>;
 
-fn words_for(ranks: &[i64]) -> String {
-    match ranks {
-        [m] => format!("rank {m}"),
-        _ => ranks_words(ranks),
-    }
-}
-
 /// A collective's communicator.
 struct On<'c> {
     c: &'c Communicator,
@@ -193,7 +186,7 @@ fn absent(scene: &Scene<'_>, r: i64, call: &Call, on: &On<'_>, maybe: &mut BTree
             let members: Members = ms.iter().map(|(m, _)| *m).collect();
             Class {
                 reason,
-                who: words_for(&members),
+                who: ranks_words(&members),
                 local: ms.iter().map(|(_, l)| *l).collect(),
                 members,
                 but_root: OnceCell::new(),
@@ -290,7 +283,7 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
         // Never itself (a rank with two threads in collectives on it).
         let (members, who): (Members, Cow<'_, str>) = if class.members.binary_search(&r).is_ok() {
             let ms: Members = class.members.iter().copied().filter(|&m| m != r).collect();
-            let who = words_for(&ms);
+            let who = ranks_words(&ms);
             (ms, Cow::Owned(who))
         } else {
             (Members::clone(&class.members), Cow::Borrowed(&class.who))
@@ -344,7 +337,7 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
                         let root_in = root.filter(|m| members.binary_search(m).is_ok());
                         let (rest, rest_who) = class.but_root.get_or_init(|| {
                             let rest: Members = members.iter().copied().filter(|&m| Some(m) != root).collect();
-                            let w = words_for(&rest);
+                            let w = ranks_words(&rest);
                             (rest, w)
                         });
                         let certain: Members = root_in.into_iter().collect();
@@ -365,11 +358,11 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
                             }
                         }
                         let (certain, rest): (Members, Members) = (certain.into(), rest.into());
-                        let rest_who = words_for(&rest);
+                        let rest_who = ranks_words(&rest);
                         (certain, rest, Cow::Owned(rest_who))
                     }
                 };
-                let certain_who = words_for(&certain);
+                let certain_who = ranks_words(&certain);
                 add(certain, &certain_who, true, tail, None);
                 if !rest.is_empty() {
                     let why = format!(
