@@ -212,24 +212,22 @@ fn why_undecided(rank: i64, waits: &[Wait], worst_free: &BTreeSet<i64>, inp: &In
             }
         }
         match &w.target {
-            Target::Rank(b) if !worst_free.contains(b) => {
-                return if inp.job.unknown.contains_key(b) {
-                    format!("it waits for rank {b}, whose queues could not be read")
-                } else {
-                    format!("it waits for rank {b}, which may be stuck")
-                };
-            }
-            Target::AllOf(members) => {
-                let stuck: Vec<i64> = members.iter().filter(|b| !worst_free.contains(b)).copied().collect();
-                if let [b] = stuck[..] {
-                    return if inp.job.unknown.contains_key(&b) {
-                        format!("it waits for rank {b}, whose queues could not be read")
-                    } else {
-                        format!("it waits for rank {b}, which may be stuck")
-                    };
-                }
-                if !stuck.is_empty() {
-                    return format!("it waits for {}, which may be stuck", ranks_words(&stuck));
+            // A rank, or every member of a set: the ones that may be stuck.
+            Target::Rank(_) | Target::AllOf(_) => {
+                let stuck: Vec<i64> = w
+                    .target
+                    .ranks()
+                    .iter()
+                    .filter(|b| !worst_free.contains(b))
+                    .copied()
+                    .collect();
+                match stuck[..] {
+                    [] => {}
+                    [b] if inp.job.unknown.contains_key(&b) => {
+                        return format!("it waits for rank {b}, whose queues could not be read")
+                    }
+                    [b] => return format!("it waits for rank {b}, which may be stuck"),
+                    _ => return format!("it waits for {}, which may be stuck", ranks_words(&stuck)),
                 }
             }
             Target::AnyOf { ranks, .. } if !ranks.iter().any(|b| worst_free.contains(b)) => {
