@@ -231,6 +231,15 @@ impl ElfObject {
         self.debug_symtab.get_or_init(|| separate_symbols(self)).as_ref()
     }
 
+    /// The bytes of this object's separate debug file, if it has no DWARF
+    /// of its own and one is found (its full `.symtab`, for names).
+    pub fn separate_debug_data(&self) -> Option<&'static [u8]> {
+        if self.has_dwarf() {
+            return None;
+        }
+        separate(self).map(|c| c.data)
+    }
+
     /// The DWARF of this object (in the file or a separate debug file),
     /// located and loaded on first use; `Ok(None)` if there is none.
     pub fn debug_info(&self) -> Result<Option<Arc<DebugInfo>>, DwarfError> {

@@ -68,9 +68,10 @@ fn named_frames(t: &serde_json::Value) -> Vec<Named> {
         .collect()
 }
 
-/// gdb's `thread apply all bt`: tid -> frames.
-fn gdb_stacks(pid: i32) -> HashMap<i32, Vec<Named>> {
-    let r = common::gdb_batch(pid, "thread apply all bt");
+/// gdb's `thread apply all bt`: tid -> frames, with gdb's debug file
+/// directory set to `debug_dir` if given.
+fn gdb_stacks_in(pid: i32, debug_dir: Option<&Path>) -> HashMap<i32, Vec<Named>> {
+    let r = common::gdb_batch_in(pid, debug_dir, "thread apply all bt");
     let mut out: HashMap<i32, Vec<Named>> = HashMap::new();
     let mut current = None;
     for line in r.stdout.lines() {
@@ -143,10 +144,28 @@ fn compare_with_gdb(opt: &str) {
     let exe = build(opt, false);
     let fx = start(&exe.exe);
     let pid = fx.pid();
-    let (mine, notes, json) = mpiq_stacks(pid, &[]);
+    // A system library's separate debug file (libc6-dbg) gives mpiq its
+    // symbol table only, where gdb reads its DWARF too (inlined frames
+    // such as `__GI___libc_read`, source lines): both are compared
+    // without debug files, and mpiq's frames with them must be the same
+    // as without.
+    let no_debug_dir = exe.dir.join("no-debug-files");
+    std::fs::create_dir_all(&no_debug_dir).expect("an empty directory");
+    let dir = no_debug_dir.to_str().expect("a UTF-8 temporary directory");
+    let (mine, notes, json) = mpiq_stacks(pid, &[("MPIQ_DEBUG_FILE_DIRECTORY", dir)]);
     assert_running(pid);
-    let gdb = gdb_stacks(pid);
+    let gdb = gdb_stacks_in(pid, Some(&no_debug_dir));
     assert_running(pid);
+    let with_debug_files = mpiq_stacks(pid, &[]).0;
+    for (tid, ours) in &mine {
+        let named = &with_debug_files[tid];
+        // The same frames; a debug file's symbol table may name one the
+        // library's own did not (a static function).
+        assert!(
+            named.len() == ours.len() && named.iter().zip(ours).all(|(n, o)| n == o || o.0 == "??"),
+            "thread {tid}: the system's debug files changed mpiq's frames: {named:?} vs {ours:?}"
+        );
+    }
     assert_eq!(mine.len(), 2, "two threads expected:\n{json}");
     for (tid, theirs) in &gdb {
         let ours = mine.get(tid).unwrap_or_else(|| panic!("thread {tid} missing:\n{json}"));
@@ -178,7 +197,7 @@ fn compare_with_gdb(opt: &str) {
     assert_contains_run(&worker, &["stx_blocked_in_read", "stx_worker"], "second thread");
     // Still running, untraced, and still in the same place.
     assert_eq!(state(pid).1, 0);
-    assert_eq!(mpiq_stacks(pid, &[]).0, mine);
+    assert_eq!(mpiq_stacks(pid, &[("MPIQ_DEBUG_FILE_DIRECTORY", dir)]).0, mine);
 }
 
 #[test]

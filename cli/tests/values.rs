@@ -123,9 +123,12 @@ fn check_values(t: &mut dyn Target, tid: u64, printed: &Printed, what: &str) -> 
 
 /// gdb's `bt full` of the main thread: per frame, its function and the
 /// values it printed as numbers (`<optimized out>`, enum names and the
-/// like left out).
-fn gdb_frames(pid: i32) -> Vec<(String, Vec<(String, u64)>)> {
-    let r = common::gdb_batch(pid, "bt full");
+/// like left out). gdb reads no separate debug files: mpiq takes only the
+/// symbol table of a system library's (libc6-dbg), not its DWARF (inlined
+/// frames, `__libc_pause` for `pause`).
+fn gdb_frames(pid: i32, no_debug_dir: &std::path::Path) -> Vec<(String, Vec<(String, u64)>)> {
+    std::fs::create_dir_all(no_debug_dir).expect("an empty directory");
+    let r = common::gdb_batch_in(pid, Some(no_debug_dir), "bt full");
     let mut frames: Vec<(String, Vec<(String, u64)>)> = Vec::new();
     for line in r.stdout.lines() {
         if let Some(rest) = line.strip_prefix('#') {
@@ -284,9 +287,10 @@ fn live_and_core(opt: &str) {
         names
     };
     assert_running(pid);
-    let gdb = gdb_frames(pid);
+    let no_debug_dir = exe.dir.join("no-debug-files");
+    let gdb = gdb_frames(pid, &no_debug_dir);
     assert_running(pid);
-    let gdb_registers = common::gdb_frame_registers(pid);
+    let gdb_registers = common::gdb_frame_registers(pid, Some(&no_debug_dir));
     assert_running(pid);
     {
         let mut p = mpiq_cli::LiveProcess::attach(pid).unwrap();

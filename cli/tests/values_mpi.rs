@@ -132,7 +132,7 @@ fn registers_from(p: &mut dyn Target, pid: u32, names: &[String], outer: usize) 
 /// a `$rax`.
 fn same_registers_as_gdb(pid: u32, ours: &Registers, what: &str) {
     assert!(!ours.is_empty(), "{what}: no frames outside the call");
-    let gdb = common::gdb_frame_registers(pid as i32);
+    let gdb = common::gdb_frame_registers(pid as i32, None);
     // gdb's stack ends at `main` (`backtrace past-main` is off), mpiq's at
     // `_start`: aligned on the innermost frame outside the call.
     let skip = gdb

@@ -188,8 +188,28 @@ pub(crate) const UNKNOWN_BUFFER: &str = "unknown";
 /// or a type that has them), the receives are still only those of the
 /// active-message path: a netmod's own tag matching keeps its receives
 /// where no debug library looks, so they are marked incomplete.
+/// Whether MPICH runs the ch4 device, by its global state's symbol:
+/// `None` when the symbol tables do not say (neither, or both).
+fn device_by_symbol(target: &mut dyn Target) -> Result<Option<bool>, TargetError> {
+    let mut has = |name: &str| match target.find_symbol(name) {
+        Ok(found) => Ok(found.is_some()),
+        Err(TargetError::Interrupted) => Err(TargetError::Interrupted),
+        Err(_) => Ok(false),
+    };
+    let ch4 = has("MPIDI_global")?;
+    let ch3 = has("MPIDI_Process")?;
+    Ok((ch4 != ch3).then_some(ch4))
+}
+
 pub(super) fn mpich_ch4_receives(target: &mut dyn Target, snap: &mut ProcessSnapshot) -> Result<(), TargetError> {
     if !is_mpich(snap) || snap.error.is_some() {
+        return Ok(());
+    }
+    // ch3 keeps its state in `MPIDI_Process`, ch4 in `MPIDI_global`: a
+    // symbol table answers at once, where a type ch3 has not got made the
+    // lookup below read every object's DWARF (with libc6-dbg installed,
+    // 150 ms per process).
+    if device_by_symbol(target)? == Some(false) {
         return Ok(());
     }
     let am = match target.find_type("MPIDIG_req_t") {

@@ -106,12 +106,14 @@ impl UnwindInfo {
             eh_bases = eh_bases.clone().set_eh_frame_hdr(addr);
             gimli::EhFrameHdr::new(data, endian).parse(&eh_bases, address_size).ok()
         });
-        // `.debug_frame`: in the file, else in its separate debug file.
+        // `.debug_frame`: in the file, else in its separate debug file
+        // (that section alone: loading the file's DWARF inflated all of
+        // libc6-dbg's, 100 ms, for a section libc does not use).
         let mut debug_bases = bases_of(&file);
         let mut debug_frame = section_data(&file, ".debug_frame").map(|(_, d)| (d, endian));
         if debug_frame.is_none() {
-            if let Ok(Some(info)) = obj.debug_info() {
-                if let Ok(dfile) = object::File::parse(info.data()) {
+            if let Some(data) = obj.separate_debug_data() {
+                if let Ok(dfile) = object::File::parse(data) {
                     debug_bases = bases_of(&dfile);
                     debug_frame = section_data(&dfile, ".debug_frame").map(|(_, d)| (d, endian_of(&dfile)));
                 }

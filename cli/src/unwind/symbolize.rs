@@ -27,6 +27,11 @@ pub(crate) struct SymFrame {
     pub(crate) die: Option<usize>,
 }
 
+/// An object defining one of these functions has frames whose values
+/// mpiq reads (`Target::frame_value`): an MPI library (its calls'
+/// arguments) and the Python runtime (`Py_RunMain`'s exit code).
+const READS_VALUES: [&str; 3] = ["MPI_Init", "PMPI_Init", "Py_RunMain"];
+
 /// The symbolisation data of one object, built once per run.
 pub(crate) struct Symbolizer {
     ctx: Option<addr2line::Context<R>>,
@@ -65,15 +70,29 @@ fn function_symbols(data: &'static [u8], out: &mut Vec<(u64, u64, bool, Box<str>
 impl Symbolizer {
     /// Reads what `obj` offers; never fails (an object without anything
     /// gives `object+0xOFFSET` frames).
+    ///
+    /// DWARF (inlined calls, source lines, the DIEs argument values are
+    /// read from) is used when it is in the object itself (a program or
+    /// an MPI built with `-g`), or when the object's frames have values
+    /// mpiq reads ([`READS_VALUES`]). Another
+    /// object's separate debug file (a distribution's `libc6-dbg`) gives
+    /// its full symbol table only: inflating and parsing libc's DWARF
+    /// cost every new process 150 ms, for source lines inside libc.
     pub(crate) fn new(obj: &ElfObject) -> Symbolizer {
-        let debug = obj.debug_info().ok().flatten();
+        let wants_dwarf = obj.has_dwarf() || READS_VALUES.iter().any(|n| obj.function_symbol(n).is_some());
+        let debug = wants_dwarf.then(|| obj.debug_info().ok().flatten()).flatten();
         let ctx = debug
             .as_ref()
             .and_then(|d| addr2line::Context::from_arc_dwarf(d.dwarf()).ok());
         let mut all = Vec::new();
         function_symbols(obj.data(), &mut all);
-        if let Some(d) = &debug {
-            function_symbols(d.data(), &mut all);
+        match &debug {
+            Some(d) => function_symbols(d.data(), &mut all),
+            None => {
+                if let Some(data) = obj.separate_debug_data() {
+                    function_symbols(data, &mut all);
+                }
+            }
         }
         // For aliases at one address prefer a global name, then not the
         // profiling `PMPI_` spelling, then the shorter one.

@@ -197,16 +197,21 @@ pub fn spawn_ready_line(exe: &std::path::Path) -> (std::process::Child, String) 
 /// `gdb -nx -batch -p PID -ex 'set width 0' -ex COMMAND`: gdb's own view
 /// of a process, for differential tests.
 pub fn gdb_batch(pid: i32, command: &str) -> mpiq_tests::run::Run {
-    mpiq_tests::run::run(Command::new("gdb").args([
-        "-nx",
-        "-batch",
-        "-p",
-        &pid.to_string(),
-        "-ex",
-        "set width 0",
-        "-ex",
-        command,
-    ]))
+    gdb_batch_in(pid, None, command)
+}
+
+/// [`gdb_batch`] with gdb's `debug-file-directory` set to `debug_dir`
+/// before it attaches (to see the objects as mpiq does with
+/// `MPIQ_DEBUG_FILE_DIRECTORY`).
+pub fn gdb_batch_in(pid: i32, debug_dir: Option<&std::path::Path>, command: &str) -> mpiq_tests::run::Run {
+    let mut cmd = Command::new("gdb");
+    cmd.args(["-nx", "-batch"]);
+    if let Some(dir) = debug_dir {
+        cmd.arg("-iex")
+            .arg(format!("set debug-file-directory {}", dir.display()));
+    }
+    cmd.args(["-p", &pid.to_string(), "-ex", "set width 0", "-ex", command]);
+    mpiq_tests::run::run(&mut cmd)
 }
 
 /// `gdb -p PID -ex 'gcore FILE'`: a core file of a running fixture, which
@@ -382,8 +387,9 @@ pub struct GdbFrameRegisters {
 
 /// Every frame of the main thread of `pid` (gdb's numbering: inlined
 /// frames counted, as `Target::stacks`), innermost first, with its
-/// registers from gdb and from the gdb shim's `frame_value`.
-pub fn gdb_frame_registers(pid: i32) -> Vec<GdbFrameRegisters> {
+/// registers from gdb and from the gdb shim's `frame_value`; gdb reads
+/// separate debug files from `debug_dir` if given.
+pub fn gdb_frame_registers(pid: i32, debug_dir: Option<&Path>) -> Vec<GdbFrameRegisters> {
     let shim_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../gdb-python");
     let names: Vec<&str> = REGISTERS.iter().copied().chain(["rax"]).collect();
     let script = std::env::temp_dir().join(format!("mpiq-registers-{}-{pid}.py", std::process::id()));
@@ -430,8 +436,14 @@ for i, (function, regs) in enumerate(rows):
         ),
     )
     .unwrap();
-    let r = run(Command::new("gdb")
-        .args(["-nx", "-batch", "-p", &pid.to_string(), "-ex", "set width 0", "-x"])
+    let mut gdb = Command::new("gdb");
+    gdb.args(["-nx", "-batch"]);
+    if let Some(dir) = debug_dir {
+        gdb.arg("-iex")
+            .arg(format!("set debug-file-directory {}", dir.display()));
+    }
+    let r = run(gdb
+        .args(["-p", &pid.to_string(), "-ex", "set width 0", "-x"])
         .arg(&script));
     let _ = std::fs::remove_file(&script);
     let value = |v: &str| match v {
