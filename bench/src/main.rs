@@ -15,6 +15,7 @@
 //! target/release/mpiq-bench watch --replay SESSION.rec               # its analysis and screen alone
 //! target/release/mpiq-bench detect [--ranks 2] [--every default,5s]   # what `mpiq run --detect` costs a job
 //! target/release/mpiq-bench scale [--ranks 1000,16000] [--per-node 32] # `mpiq job` on simulated nodes
+//! target/release/mpiq-bench single [--ranks 8] [--reps 10]           # one dump vs replay; stacks vs eu-stack
 //! ```
 
 mod detect;
@@ -25,6 +26,7 @@ mod proc;
 mod python;
 mod report;
 mod scale;
+mod single;
 mod stacks;
 mod warm;
 mod watch;
@@ -48,7 +50,8 @@ usage: mpiq-bench [--mpi openmpi,mpich] [--k 10,1000,10000,100000] [--reps N]
        mpiq-bench watch [--ranks 128] [--samples 6] [--mpi openmpi] [--idle] [--record] [--replay FILE]
        mpiq-bench detect [--mpi openmpi] [--ranks 2] [--iterations 20000] [--points 1000000]
                          [--every default,10s,5s,1s] [--reps 3]
-       mpiq-bench scale [--ranks 1000,16000,100000] [--per-node 32] [--mpi openmpi] [--records FILE]";
+       mpiq-bench scale [--ranks 1000,16000,100000] [--per-node 32] [--mpi openmpi] [--records FILE]
+       mpiq-bench single [--ranks 8] [--reps 10] [--k 10] [--mpi openmpi]";
 
 /// What to measure.
 struct Plan {
@@ -284,9 +287,10 @@ fn main() {
     }
     // The subcommands that start jobs: each gets a scratch directory of its own.
     type Sub = fn(&[String], &Path) -> Result<(), String>;
-    let subs: [(&str, Sub); 6] = [
+    let subs: [(&str, Sub); 7] = [
         ("detect", detect::main),
         ("scale", scale::main),
+        ("single", single::main),
         ("stacks", stacks::main),
         ("nodes", nodes::main),
         ("python", python::main),

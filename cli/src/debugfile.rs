@@ -92,7 +92,7 @@ fn separate_symbols(obj: &ElfObject) -> Option<Symbols> {
         return None;
     }
     let c = separate(obj)?;
-    object::File::parse(c.data).ok().map(|f| Symbols::read(&f))
+    object::File::parse(c.data).ok().map(|f| Symbols::read(&f, c.data))
 }
 
 /// The separate debug file of an object, found once (its symbol table and
@@ -205,17 +205,15 @@ impl ElfObject {
     /// `STT_COMMON`).
     pub fn data_symbol(&self, name: &str) -> Option<(u64, u64)> {
         self.symbols
-            .data
-            .get(name)
-            .or_else(|| self.debug_symbols().and_then(|d| d.data.get(name)))
+            .data(name)
+            .or_else(|| self.debug_symbols().and_then(|d| d.data(name)))
     }
 
     /// Link-time address of a function (`STT_FUNC`, `STT_GNU_IFUNC`).
     pub fn function_symbol(&self, name: &str) -> Option<u64> {
         self.symbols
-            .functions
-            .get(name)
-            .or_else(|| self.debug_symbols().and_then(|d| d.functions.get(name)))
+            .function(name)
+            .or_else(|| self.debug_symbols().and_then(|d| d.function(name)))
             .map(|(addr, _)| addr)
     }
 

@@ -94,6 +94,11 @@ impl TypeIndex {
     }
 }
 
+/// Units a lookup indexes in order before it looks for the units that may
+/// name what it wants ([`DebugInfo::index_by_string`]): Open MPI's types
+/// are all in the first 62 of libmpi's units.
+const IN_ORDER_FIRST: u64 = 64;
+
 /// The index of one file and how far it got.
 struct LazyIndex {
     index: TypeIndex,
@@ -105,6 +110,9 @@ struct LazyIndex {
     error: Option<DwarfError>,
     /// Units indexed so far.
     units: u64,
+    /// Units indexed ahead of their turn ([`DebugInfo::index_by_string`]),
+    /// by offset: skipped when their turn comes.
+    ahead: rustc_hash::FxHashSet<u64>,
 }
 
 /// What [`DebugInfo::die`] reads of a DIE.
@@ -296,6 +304,7 @@ impl DebugInfo {
                 done: false,
                 error: None,
                 units: 0,
+                ahead: rustc_hash::FxHashSet::default(),
             }),
             units: Mutex::new(HashMap::new()),
         })
@@ -336,11 +345,26 @@ impl DebugInfo {
     /// what the caller needs or every unit is in. An error only if a bad
     /// unit stopped it before that.
     fn index_until(&self, enough: impl Fn(&TypeIndex) -> bool) -> Result<MutexGuard<'_, LazyIndex>, DwarfError> {
+        self.index_until_or(enough, u64::MAX)
+    }
+
+    /// [`Self::index_until`], indexing at most `units` more units.
+    fn index_until_or(
+        &self,
+        enough: impl Fn(&TypeIndex) -> bool,
+        units: u64,
+    ) -> Result<MutexGuard<'_, LazyIndex>, DwarfError> {
         // A panic while indexing leaves a consistent (shorter) index.
         let mut lazy = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        while !lazy.done && !enough(&lazy.index) {
+        let stop = lazy.units.saturating_add(units);
+        while !lazy.done && !enough(&lazy.index) && lazy.units < stop {
             let lazy = &mut *lazy;
             match lazy.headers.next() {
+                Ok(Some(header))
+                    if header
+                        .offset()
+                        .as_debug_info_offset()
+                        .is_some_and(|o| lazy.ahead.contains(&(o.0 as u64))) => {}
                 Ok(Some(header)) => {
                     lazy.units += 1;
                     if let Err(source) = self.index_unit(header, &mut lazy.index) {
@@ -439,10 +463,115 @@ impl DebugInfo {
         Ok(())
     }
 
+    /// Indexes, ahead of their turn, the units not indexed yet whose DIEs
+    /// may be named `name`: those holding a reference (`DW_FORM_strp`) to
+    /// `name` in `.debug_str`. A name some types only the last units
+    /// define (MPICH's `MPIR_Sendq`, in the debugger support at the end of
+    /// libmpi's 600 units) is then found after a search of the raw
+    /// sections (two memory scans, about a millisecond), not after
+    /// indexing every unit before it (60 ms per new process).
+    ///
+    /// A candidate is a unit with the string's offset anywhere in its
+    /// bytes: a false one costs its indexing, never a wrong answer (the
+    /// index reads the names from the DIEs). Names in other forms (inline
+    /// strings, which gcc uses for names of 4 bytes or less, DWARF 5's
+    /// string indices, a dwz file's strings) give no candidates: the
+    /// units are then indexed in order, as before.
+    fn index_by_string(&self, lazy: &mut LazyIndex, name: &str) {
+        if name.len() <= 4 || lazy.done {
+            return;
+        }
+        use gimli::{Reader, Section};
+        let strings = self.dwarf.debug_str.reader().slice();
+        let info = self.dwarf.debug_info.reader().slice();
+        let big = matches!(self.dwarf.debug_info.reader().endian(), gimli::RunTimeEndian::Big);
+        let mut wanted = Vec::with_capacity(name.len() + 1);
+        wanted.extend_from_slice(name.as_bytes());
+        wanted.push(0);
+        let mut candidates = Vec::new();
+        for at in memchr::memmem::find_iter(strings, &wanted) {
+            let Ok(offset) = u32::try_from(at) else { break };
+            let bytes = if big {
+                offset.to_be_bytes()
+            } else {
+                offset.to_le_bytes()
+            };
+            candidates.extend(memchr::memmem::find_iter(info, &bytes).map(|p| p as u64));
+        }
+        if candidates.is_empty() {
+            return;
+        }
+        let starts = self.unit_starts();
+        let mut units: Vec<u64> = candidates
+            .iter()
+            .filter_map(|&p| {
+                let i = starts.partition_point(|&s| s <= p).checked_sub(1)?;
+                starts.get(i).copied()
+            })
+            .collect();
+        units.sort_unstable();
+        units.dedup();
+        for start in units {
+            if lazy.ahead.contains(&start) {
+                continue;
+            }
+            // Units before the sequential position are indexed already.
+            if self.indexed_in_order(lazy, start) {
+                continue;
+            }
+            let Ok(header) = self
+                .dwarf
+                .debug_info
+                .header_from_offset(DebugInfoOffset(start as usize))
+            else {
+                continue;
+            };
+            lazy.ahead.insert(start);
+            lazy.units += 1;
+            // A bad unit is left to its turn, which reports it.
+            if self.index_unit(header, &mut lazy.index).is_err() {
+                lazy.ahead.remove(&start);
+                lazy.units -= 1;
+            }
+        }
+    }
+
+    /// Whether the in-order indexing has passed the unit at `start`.
+    fn indexed_in_order(&self, lazy: &LazyIndex, start: u64) -> bool {
+        match lazy.headers.clone().next() {
+            Ok(Some(next)) => next.offset().as_debug_info_offset().is_some_and(|o| start < o.0 as u64),
+            // Done, or a bad header: nothing is left to index in order.
+            _ => true,
+        }
+    }
+
+    /// The offset of every unit in `.debug_info`, in order.
+    fn unit_starts(&self) -> &[u64] {
+        self.unit_starts.get_or_init(|| {
+            let mut v = Vec::new();
+            let mut headers = self.dwarf.units();
+            while let Ok(Some(h)) = headers.next() {
+                if let Some(o) = h.offset().as_debug_info_offset() {
+                    v.push(o.0 as u64);
+                }
+            }
+            v
+        })
+    }
+
     /// A named type in this file or its supplementary file: the complete
     /// definition if there is one, else a declaration (`complete == false`).
     pub fn lookup(&self, ns: Namespace, name: &str) -> Result<Option<(DieRef, bool)>, DwarfError> {
         let complete = |index: &TypeIndex| index.names[ns as usize].get(name).is_some_and(|s| s.complete);
+        {
+            // Most names are in the headers every unit includes: in order
+            // first, and if the next units do not define it, the units
+            // that may name it.
+            let mut lazy = self.index_until_or(complete, IN_ORDER_FIRST)?;
+            if !complete(&lazy.index) {
+                self.index_by_string(&mut lazy, name);
+            }
+        }
         let own = self.index_until(complete)?.index.names[ns as usize].get(name).map(|s| {
             (
                 DieRef {
@@ -470,16 +599,7 @@ impl DebugInfo {
     }
 
     fn unit_containing(&self, offset: u64) -> gimli::Result<Arc<gimli::Unit<R>>> {
-        let starts = self.unit_starts.get_or_init(|| {
-            let mut v = Vec::new();
-            let mut headers = self.dwarf.units();
-            while let Ok(Some(h)) = headers.next() {
-                if let Some(o) = h.offset().as_debug_info_offset() {
-                    v.push(o.0 as u64);
-                }
-            }
-            v
-        });
+        let starts = self.unit_starts();
         let i = match starts.binary_search(&offset) {
             Ok(i) => i,
             Err(0) => return Err(gimli::Error::NoEntryAtGivenOffset),

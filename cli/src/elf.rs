@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 use mpiq::ByteOrder;
 use object::elf::{PT_DYNAMIC, PT_LOAD};
 use object::read::elf::{FileHeader, ProgramHeader};
-use object::{Object, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
 use crate::dwarf::DebugInfo;
 
@@ -103,43 +103,104 @@ impl SymbolTable {
     pub(crate) fn get(&self, name: &str) -> Option<(u64, u64)> {
         self.map.get(name).map(|e| (e.addr, e.size))
     }
-
-    fn len(&self) -> usize {
-        self.map.len()
-    }
 }
 
-/// Data and function symbols of one file.
+/// Data and function symbols of one file, read on the first lookup of a
+/// name its string tables hold.
+///
+/// A new process maps some 70 objects, and a lookup of a name no object
+/// defines (Open MPI has no `MPI2DD_info`) asks every one: reading every
+/// symbol of every object into tables was a fifth of `mpiq queues --pid`.
+/// A name an object defines is in its `.strtab` or `.dynstr` (as written,
+/// or as the tail of a longer name), so one search of those bytes answers
+/// "not here" without the tables.
 #[derive(Debug, Default)]
 pub(crate) struct Symbols {
-    pub(crate) data: SymbolTable,
-    pub(crate) functions: SymbolTable,
+    /// The file the tables are read from.
+    file: &'static [u8],
+    /// The string tables of `.symtab` and `.dynsym`; `None` when a symbol
+    /// table's strings could not be found (every name may then be there).
+    strings: Option<Vec<&'static [u8]>>,
+    tables: OnceLock<Tables>,
     pub(crate) has_symtab: bool,
 }
 
+/// The symbols of a file by name, data and functions.
+#[derive(Debug, Default)]
+struct Tables {
+    data: SymbolTable,
+    functions: SymbolTable,
+}
+
 impl Symbols {
-    /// Reads `.symtab` and `.dynsym` of a parsed file.
-    pub(crate) fn read(file: &object::File<'_>) -> Symbols {
-        let mut syms = Symbols {
-            has_symtab: file.symbol_table().is_some(),
-            ..Symbols::default()
-        };
-        for sym in file.symbols().chain(file.dynamic_symbols()) {
-            if sym.is_undefined() {
+    /// The symbols of `file`, whose bytes are `data` (read when first
+    /// needed).
+    pub(crate) fn read(file: &object::File<'static>, data: &'static [u8]) -> Symbols {
+        let mut strings = Some(Vec::new());
+        for (table, strtab) in [(".symtab", ".strtab"), (".dynsym", ".dynstr")] {
+            if file.section_by_name(table).is_none() {
                 continue;
             }
-            let Ok(name) = sym.name() else { continue };
-            if name.is_empty() {
-                continue;
-            }
-            let global = sym.is_global();
-            match sym.kind() {
-                SymbolKind::Data => syms.data.insert(name, sym.address(), sym.size(), global),
-                SymbolKind::Text => syms.functions.insert(name, sym.address(), sym.size(), global),
-                _ => {}
+            match file.section_by_name(strtab).and_then(|s| s.data().ok()) {
+                Some(bytes) => strings.iter_mut().for_each(|v| v.push(bytes)),
+                None => strings = None,
             }
         }
-        syms
+        Symbols {
+            file: data,
+            strings,
+            tables: OnceLock::new(),
+            has_symtab: file.symbol_table().is_some(),
+        }
+    }
+
+    /// Whether `name` may be a symbol of this file.
+    fn may_define(&self, name: &str) -> bool {
+        let Some(strings) = &self.strings else {
+            return true;
+        };
+        let mut wanted = Vec::with_capacity(name.len() + 1);
+        wanted.extend_from_slice(name.as_bytes());
+        wanted.push(0);
+        let finder = memchr::memmem::Finder::new(&wanted);
+        strings.iter().any(|s| finder.find(s).is_some())
+    }
+
+    fn tables(&self) -> &Tables {
+        self.tables.get_or_init(|| {
+            let mut t = Tables::default();
+            let Ok(file) = object::File::parse(self.file) else {
+                return t;
+            };
+            for sym in file.symbols().chain(file.dynamic_symbols()) {
+                if sym.is_undefined() {
+                    continue;
+                }
+                let Ok(name) = sym.name() else { continue };
+                if name.is_empty() {
+                    continue;
+                }
+                let global = sym.is_global();
+                match sym.kind() {
+                    SymbolKind::Data => t.data.insert(name, sym.address(), sym.size(), global),
+                    SymbolKind::Text => t.functions.insert(name, sym.address(), sym.size(), global),
+                    _ => {}
+                }
+            }
+            t
+        })
+    }
+
+    /// Link-time address and size of data symbol `name`.
+    pub(crate) fn data(&self, name: &str) -> Option<(u64, u64)> {
+        self.may_define(name).then(|| self.tables().data.get(name)).flatten()
+    }
+
+    /// Link-time address and size of function `name`.
+    pub(crate) fn function(&self, name: &str) -> Option<(u64, u64)> {
+        self.may_define(name)
+            .then(|| self.tables().functions.get(name))
+            .flatten()
     }
 }
 
@@ -191,8 +252,7 @@ impl std::fmt::Debug for ElfObject {
             .field("path", &self.path)
             .field("kind", &self.kind)
             .field("loads", &self.loads)
-            .field("data_symbols", &self.symbols.data.len())
-            .field("function_symbols", &self.symbols.functions.len())
+            .field("symbols_read", &self.symbols.tables.get().is_some())
             .finish_non_exhaustive()
     }
 }
@@ -312,7 +372,7 @@ impl ElfObject {
             symbols: if kind == ElfKind::Core {
                 Symbols::default()
             } else {
-                Symbols::read(&file)
+                Symbols::read(&file, data)
             },
             links,
             has_dwarf,

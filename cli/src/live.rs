@@ -112,8 +112,13 @@ impl LiveProcess {
     /// Stops every thread of `pid` and opens it. The process stays stopped
     /// until [`Process::detach`] or drop.
     pub fn attach(pid: i32) -> Result<LiveProcess, LiveError> {
-        let attachment = Attachment::attach(pid)?;
-        let mut p = Self::open(pid)?;
+        Self::open_stopped(Attachment::attach(pid)?)
+    }
+
+    /// Opens the process `attachment` stopped (see [`Attachment::attach`]):
+    /// a caller with many processes stops them all first, then opens them.
+    pub fn open_stopped(attachment: Attachment) -> Result<LiveProcess, LiveError> {
+        let mut p = Self::open(attachment.pid())?;
         p.attachment = Some(attachment);
         Ok(p)
     }

@@ -7,7 +7,6 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -163,19 +162,22 @@ pub fn failed_snapshot(
 }
 
 /// Runs `open` on every item on a few threads, keeping the order.
-fn open_parallel<I: Sync, T: Send>(
-    items: &[I],
+fn open_parallel<I: Send, T: Send>(
+    items: Vec<I>,
     bar: Option<&indicatif::ProgressBar>,
-    open: impl Fn(&I) -> T + Sync,
+    open: impl Fn(I) -> T + Sync,
 ) -> Vec<T> {
-    let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..items.len()).map(|_| None).collect());
-    let workers = items.len().clamp(1, 8);
+    let n = items.len();
+    // Each worker takes the next item (by value) and puts its result in
+    // the item's place.
+    let queue = Mutex::new(items.into_iter().enumerate());
+    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..n).map(|_| None).collect());
+    let workers = n.clamp(1, 8);
     std::thread::scope(|s| {
         for _ in 0..workers {
             s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
+                let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                let Some((i, item)) = next else { break };
                 let r = open(item);
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
                 if let Some(b) = bar {
@@ -295,19 +297,27 @@ fn collect_slots<M: crate::image::Memory>(
 
 fn open_live(pids: &[(i32, Option<i32>)], rep: &Reporter) -> Vec<Slot<LiveProcess>> {
     let bar = rep.bar(pids.len(), "stopping processes");
-    let slots = open_parallel(pids, bar.as_ref(), |&(pid, rank)| match LiveProcess::attach(pid) {
-        Ok(mut p) => {
-            p.set_world_rank(rank);
-            Slot::Open(p)
+    // Every process is stopped before any is opened: ranks that spin in
+    // MPI's progress engine (most of a hung job's) take the CPU from this
+    // process while it parses their objects, and a node's 32 spinning
+    // ranks made one sample take over a second.
+    let stopped = open_parallel(pids.to_vec(), None, |(pid, _)| crate::ptrace::Attachment::attach(pid));
+    let items: Vec<_> = pids.iter().copied().zip(stopped).collect();
+    let slots = open_parallel(items, bar.as_ref(), |((pid, rank), stopped)| {
+        match stopped.map_err(LiveError::from).and_then(LiveProcess::open_stopped) {
+            Ok(mut p) => {
+                p.set_world_rank(rank);
+                Slot::Open(p)
+            }
+            Err(e) => Slot::Failed(Box::new(failed_snapshot(
+                u32::try_from(pid).ok(),
+                rank,
+                std::fs::read_link(format!("/proc/{pid}/exe"))
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                e.to_string(),
+            ))),
         }
-        Err(e) => Slot::Failed(Box::new(failed_snapshot(
-            u32::try_from(pid).ok(),
-            rank,
-            std::fs::read_link(format!("/proc/{pid}/exe"))
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            e.to_string(),
-        ))),
     });
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -340,9 +350,11 @@ pub fn run_core(
     rep: &Reporter,
 ) -> Result<Snapshot, RunError> {
     let bar = rep.bar(files.len(), "opening core files");
-    let slots = open_parallel(files, bar.as_ref(), |f| match CoreProcess::open_core(f, exe) {
-        Ok(p) => Slot::Open(p),
-        Err(e) => Slot::Failed(Box::new(failed_snapshot(None, None, String::new(), e.to_string()))),
+    let slots = open_parallel(files.iter().collect(), bar.as_ref(), |f| {
+        match CoreProcess::open_core(f, exe) {
+            Ok(p) => Slot::Open(p),
+            Err(e) => Slot::Failed(Box::new(failed_snapshot(None, None, String::new(), e.to_string()))),
+        }
     });
     if let Some(b) = bar {
         b.finish_and_clear();

@@ -294,20 +294,8 @@ fn core_file_of_a_rank() {
 /// gives (the first complete definition, in unit order).
 #[test]
 fn type_lookups_index_only_the_units_they_need() {
-    use mpiq_cli::dwarf::Namespace;
-    use mpiq_cli::elf::ElfObject;
-    let libmpi = Mpi::OpenMpi.prefix().join("lib/libmpi.so.40");
-    let open = || {
-        ElfObject::open(&libmpi)
-            .unwrap_or_else(|e| panic!("{}: {e}", libmpi.display()))
-            .debug_info()
-            .expect("DWARF")
-            .expect("libmpi of the test bed has debug info")
-    };
-    let (lazy, full) = (open(), open());
-    full.prepare().expect("indexing all of libmpi");
-    let (_, all_units) = full.indexed();
-    // Every type libompi_dbg_msgq.so of Open MPI 4.1.4 asks for.
+    // Every type libompi_dbg_msgq.so of Open MPI 4.1.4 asks for: all in
+    // the first tenth of libmpi's units.
     let types = [
         "mca_pml_base_recv_request_t",
         "mca_pml_base_request_t",
@@ -329,7 +317,42 @@ fn type_lookups_index_only_the_units_they_need() {
         "opal_list_t",
         "opal_pointer_array_t",
     ];
-    for name in types {
+    lookups_index_few_units(&Mpi::OpenMpi.prefix().join("lib/libmpi.so.40"), &types);
+}
+
+#[test]
+fn type_lookups_find_the_last_units_types_by_their_strings() {
+    // Every type libtvmpich.so of MPICH 4.0.2 asks for: MPIR_Comm_list and
+    // MPIR_Sendq only in the debugger support, the last of libmpi's units.
+    let types = [
+        "MPIDI_Message_match",
+        "MPIDI_Message_match_parts_t",
+        "MPIDI_Request",
+        "MPIR_Comm",
+        "MPIR_Comm_list",
+        "MPIR_Request",
+        "MPIR_Sendq",
+    ];
+    lookups_index_few_units(&Mpi::Mpich.prefix().join("lib/libmpi.so.12"), &types);
+}
+
+/// Looking `types` up in `libmpi` gives the answers of the whole index,
+/// after indexing under a quarter of its units; a name no unit defines
+/// reads them all.
+fn lookups_index_few_units(libmpi: &std::path::Path, types: &[&str]) {
+    use mpiq_cli::dwarf::Namespace;
+    use mpiq_cli::elf::ElfObject;
+    let open = || {
+        ElfObject::open(&libmpi)
+            .unwrap_or_else(|e| panic!("{}: {e}", libmpi.display()))
+            .debug_info()
+            .expect("DWARF")
+            .expect("libmpi of the test bed has debug info")
+    };
+    let (lazy, full) = (open(), open());
+    full.prepare().expect("indexing all of libmpi");
+    let (_, all_units) = full.indexed();
+    for &name in types {
         let ns = Namespace::Ordinary;
         let found = lazy.lookup(ns, name).expect("lookup");
         assert!(
@@ -339,7 +362,11 @@ fn type_lookups_index_only_the_units_they_need() {
         assert_eq!(found, full.lookup(ns, name).expect("lookup"), "{name}");
     }
     let (_, read) = lazy.indexed();
-    eprintln!("libmpi: {read} of {all_units} units indexed for {} types", types.len());
+    eprintln!(
+        "{}: {read} of {all_units} units indexed for {} types",
+        libmpi.display(),
+        types.len()
+    );
     assert!(
         read * 4 < all_units,
         "{read} of libmpi's {all_units} units indexed for {} types",
