@@ -343,7 +343,7 @@ fn lookups_index_few_units(libmpi: &std::path::Path, types: &[&str]) {
     use mpiq_cli::dwarf::Namespace;
     use mpiq_cli::elf::ElfObject;
     let open = || {
-        ElfObject::open(&libmpi)
+        ElfObject::open(libmpi)
             .unwrap_or_else(|e| panic!("{}: {e}", libmpi.display()))
             .debug_info()
             .expect("DWARF")
