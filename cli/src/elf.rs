@@ -137,8 +137,12 @@ impl Symbols {
     /// needed).
     pub(crate) fn read(file: &object::File<'static>, data: &'static [u8]) -> Symbols {
         let mut strings = Some(Vec::new());
-        for (table, strtab) in [(".symtab", ".strtab"), (".dynsym", ".dynstr")] {
-            if file.section_by_name(table).is_none() {
+        let tables = [
+            (file.symbol_table().is_some(), ".strtab"),
+            (file.dynamic_symbol_table().is_some(), ".dynstr"),
+        ];
+        for (present, strtab) in tables {
+            if !present {
                 continue;
             }
             match file.section_by_name(strtab).and_then(|s| s.data().ok()) {
