@@ -1,4 +1,7 @@
-//! The scale harness's short version (issue 26): `mpiq-bench scale` runs
+//! Short versions of issue 26's benchmarks (docs/PERFORMANCE.md has their
+//! figures; the timings printed here are for the log, never asserted).
+//!
+//! The scale harness: `mpiq-bench scale` runs
 //! the real front end, `mpiq job --slurm J`, on 1,000 simulated ranks on 32
 //! nodes whose collectors play four real jobs of the test bed's Open MPI
 //! (recorded here, by a real `mpiq collect`). The report of that deadlocked
@@ -31,4 +34,29 @@ fn a_thousand_simulated_ranks_lead_with_their_verdict() {
     let lines: usize = row[7].parse().unwrap_or(usize::MAX);
     assert!(lines <= 100, "the report takes {lines} lines: {row:?}");
     assert_eq!(row[8], "Deadlock analysis: DEADLOCK", "{row:?}");
+}
+
+/// `mpiq-bench single` on a 2-rank job, one run of each: one dump against
+/// `mpiq replay` of it, and `mpiq stacks` against elfutils' `eu-stack`
+/// (installed by scripts/testbed). Every front end must succeed (the
+/// benchmark checks each exit) and both ratios be printed.
+#[test]
+fn the_single_process_benchmark_runs() {
+    let mut cmd = std::process::Command::new(artifact("mpiq-bench"));
+    cmd.args(["single", "--ranks", "2", "--reps", "1", "--mpi", "openmpi"]);
+    let r = run(cmd);
+    assert!(r.success, "mpiq-bench single failed:\n{}", r.all());
+    eprintln!("{}", r.stdout);
+    let ratios: Vec<f64> = r
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("ratio"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.trim_end_matches('x').parse().ok())
+        .collect();
+    assert_eq!(ratios.len(), 2, "two ratios expected:\n{}", r.all());
+    assert!(
+        ratios.iter().all(|x| x.is_finite() && *x > 0.0),
+        "{ratios:?}:\n{}",
+        r.all()
+    );
 }
