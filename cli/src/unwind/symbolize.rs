@@ -29,7 +29,10 @@ pub(crate) struct SymFrame {
 
 /// An object defining one of these functions has frames whose values
 /// mpiq reads (`Target::frame_value`): an MPI library (its calls'
-/// arguments) and the Python runtime (`Py_RunMain`'s exit code).
+/// arguments) and the Python runtime (`Py_RunMain`'s exit code). A new
+/// reader of frame values in another object must name one of its
+/// functions here, or it gets no values where that object's DWARF is in a
+/// separate debug file.
 const READS_VALUES: [&str; 3] = ["MPI_Init", "PMPI_Init", "Py_RunMain"];
 
 /// The symbolisation data of one object, built once per run.
