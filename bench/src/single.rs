@@ -20,11 +20,7 @@ use mpiq_tests::frontends::cli_command;
 use mpiq_tests::{Example, Job, Mpi};
 
 use crate::proc;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-}
+use crate::report::median;
 
 /// One front end's wall time, checked: `Err` with its output if it failed.
 fn timed(cmd: Command, scratch: &Path, what: &str) -> Result<f64, String> {
@@ -99,7 +95,7 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
         }
     }
     drop(job);
-    let (q, r, s, e) = (median(queues), median(replay), median(stacks), median(eu));
+    let (q, r, s, e) = (median(&queues), median(&replay), median(&stacks), median(&eu));
     println!(
         "{mpi}, {ranks} ranks of many_ops {k}, {reps} runs each, medians (load {}):",
         proc::loadavg()

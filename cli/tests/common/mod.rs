@@ -204,14 +204,23 @@ pub fn gdb_batch(pid: i32, command: &str) -> mpiq_tests::run::Run {
 /// before it attaches (to see the objects as mpiq does with
 /// `MPIQ_DEBUG_FILE_DIRECTORY`).
 pub fn gdb_batch_in(pid: i32, debug_dir: Option<&std::path::Path>, command: &str) -> mpiq_tests::run::Run {
+    let mut cmd = gdb_attaching(pid, debug_dir);
+    cmd.args(["-ex", command]);
+    mpiq_tests::run::run(&mut cmd)
+}
+
+/// `gdb -nx -batch -p PID -ex 'set width 0'`, reading separate debug files
+/// from `debug_dir` if given (set before it attaches); the caller adds
+/// what gdb is to do.
+fn gdb_attaching(pid: i32, debug_dir: Option<&std::path::Path>) -> Command {
     let mut cmd = Command::new("gdb");
     cmd.args(["-nx", "-batch"]);
     if let Some(dir) = debug_dir {
         cmd.arg("-iex")
             .arg(format!("set debug-file-directory {}", dir.display()));
     }
-    cmd.args(["-p", &pid.to_string(), "-ex", "set width 0", "-ex", command]);
-    mpiq_tests::run::run(&mut cmd)
+    cmd.args(["-p", &pid.to_string(), "-ex", "set width 0"]);
+    cmd
 }
 
 /// `gdb -p PID -ex 'gcore FILE'`: a core file of a running fixture, which
@@ -436,15 +445,7 @@ for i, (function, regs) in enumerate(rows):
         ),
     )
     .unwrap();
-    let mut gdb = Command::new("gdb");
-    gdb.args(["-nx", "-batch"]);
-    if let Some(dir) = debug_dir {
-        gdb.arg("-iex")
-            .arg(format!("set debug-file-directory {}", dir.display()));
-    }
-    let r = run(gdb
-        .args(["-p", &pid.to_string(), "-ex", "set width 0", "-x"])
-        .arg(&script));
+    let r = run(gdb_attaching(pid, debug_dir).arg("-x").arg(&script));
     let _ = std::fs::remove_file(&script);
     let value = |v: &str| match v {
         "-" => None,
