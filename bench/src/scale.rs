@@ -23,12 +23,14 @@
 //! memory; the bytes on the wire. The simulated srun runs on the same 2
 //! cores and takes its share of them.
 
-use std::io::{BufWriter, Write};
+use std::io::{BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use mpiq::snapshot::model::{Communicator, GroupRuns, ProcessSnapshot, QueueKind};
-use mpiq_cli::run::{wire_frame, wire_restore, WireGroups, WireLine, WireMessage, WireReassembler};
+use mpiq_cli::run::{
+    wire_frame, wire_restore, WireGroups, WireLine, WireMessage, WireReassembler, WireRequest, WireStackTable,
+};
 use mpiq_tests::frontends::cli_command;
 use mpiq_tests::{Example, Job, Mpi};
 use serde::{Deserialize, Serialize};
@@ -272,32 +274,75 @@ pub fn srun_main(args: &[String]) -> i32 {
         send(&mut out, node, &WireMessage::Hello { pid: 1, ranks: n });
         send(&mut out, node, &WireMessage::JobSize { size: total as i32 });
     }
+    let compact = args.iter().any(|a| a == "--compact");
+    let mut tables: Vec<WireStackTable> = (0..nodes).map(|_| WireStackTable::default()).collect();
+    // One recorded process of the job, placed as rank `g` on its node.
+    let placed = |g: usize, sample: u8| -> Option<WireMessage> {
+        let (b, r, i) = of_rank[g];
+        let recorded = &records[r].samples[usize::from(sample).min(records[r].samples.len() - 1)][i];
+        let WireMessage::Process { process, states, .. } = recorded else {
+            return None;
+        };
+        let offset = blocks[b].1 as i64;
+        let (placed, groups) = place(process, b, offset, total as i64, &node_name(g / per_node));
+        Some(WireMessage::Process {
+            sample,
+            process: Box::new(placed),
+            states: states.clone(),
+            groups,
+            stacks: Vec::new(),
+        })
+    };
     let started = Instant::now();
     for sample in 0..samples {
         if sample > 0 {
             let _ = out.flush();
             std::thread::sleep(std::time::Duration::from_millis(interval));
         }
-        for node in 0..nodes {
-            for &(b, r, i) in &of_rank[node * per_node..((node + 1) * per_node).min(total)] {
-                let recorded = &records[r].samples[usize::from(sample).min(records[r].samples.len() - 1)][i];
-                let WireMessage::Process { process, states, .. } = recorded else {
-                    continue;
+        for (node, table) in tables.iter_mut().enumerate() {
+            for g in node * per_node..((node + 1) * per_node).min(total) {
+                let Some(m) = placed(g, sample) else { continue };
+                let messages = match m {
+                    m if compact => table.compact_message(m),
+                    m => vec![m],
                 };
-                let offset = blocks[b].1 as i64;
-                let (placed, groups) = place(process, b, offset, total as i64, &node_name(node));
-                let m = WireMessage::Process {
-                    sample,
-                    process: Box::new(placed),
-                    states: states.clone(),
-                    groups,
-                };
-                if !send(&mut out, node, &m) {
-                    return 1;
+                for m in &messages {
+                    if !send(&mut out, node, m) {
+                        return 1;
+                    }
                 }
             }
             let at_ms = started.elapsed().as_millis() as u64;
             send(&mut out, node, &WireMessage::Sampled { sample, at_ms });
+        }
+    }
+    if compact {
+        for node in 0..nodes {
+            send(&mut out, node, &WireMessage::Waiting);
+        }
+        let _ = out.flush();
+        let request = std::io::stdin()
+            .lock()
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| WireRequest::parse(&l));
+        let last = samples.saturating_sub(1);
+        let asked: Vec<(usize, u8)> = match request {
+            Some(WireRequest::Every) => (0..samples).flat_map(|k| (0..total).map(move |g| (g, k))).collect(),
+            Some(WireRequest::Detail(None)) => (0..total).map(|g| (g, last)).collect(),
+            Some(WireRequest::Detail(Some(ranks))) => ranks
+                .iter()
+                .filter_map(|&r| usize::try_from(r).ok().filter(|&r| r < total))
+                .map(|g| (g, last))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (g, k) in asked {
+            if let Some(m) = placed(g, k) {
+                if !send(&mut out, g / per_node, &m) {
+                    return 1;
+                }
+            }
         }
     }
     for node in 0..nodes {

@@ -155,6 +155,13 @@ pub enum Command {
         /// Milliseconds the ranks run between the two samples.
         #[arg(long, value_name = "MS", default_value_t = DEFAULT_INTERVAL_MS, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
         interval: u64,
+        /// How other nodes' collectors send their ranks: `compact` (what the
+        /// analysis and the merged stacks read, then only the ranks shown
+        /// in detail whole; the default) or `whole` (every rank whole; the
+        /// default with --json, --all and --no-analysis, which show them
+        /// all). The verdict is the same either way.
+        #[arg(long, value_name = "HOW")]
+        collect: Option<CollectMode>,
         /// Dump options.
         #[command(flatten)]
         dump: DumpArgs,
@@ -196,6 +203,10 @@ pub enum Command {
         /// Milliseconds after which it stops (releasing every rank).
         #[arg(long, default_value_t = 60_000)]
         deadline: u64,
+        /// Send compact records, keep the last sample, and send the ranks
+        /// named on stdin (`detail RANK...`, `detail all`, `end`) whole.
+        #[arg(long)]
+        compact: bool,
         /// The bridge's dump options, after `--`.
         #[arg(last = true, allow_hyphen_values = true)]
         options: Vec<String>,
@@ -310,6 +321,19 @@ pub const DEFAULT_INTERVAL_MS: u64 = 500;
 /// `mpiq job --node-timeout`'s default: seconds another node's collector
 /// may take.
 pub const DEFAULT_NODE_TIMEOUT_SECS: u64 = 30;
+
+/// How other nodes' collectors send a job's ranks (`mpiq job --collect`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CollectMode {
+    /// What the analysis reads; the ranks shown in detail whole.
+    Compact,
+    /// Every rank whole.
+    Whole,
+    /// Compact, then every rank of every sample whole as well, both
+    /// analysed: an error unless the analyses are the same (a self-check).
+    #[value(hide = true)]
+    Check,
+}
 
 /// What to print on stdout.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use mpiq::{DumpOptions, UsageError};
 
-use crate::args::{Cli, Command, DumpArgs};
+use crate::args::{Cli, CollectMode, Command, DumpArgs, OutputFormat};
 use crate::core::CoreProcess;
 use crate::handoff::Reopen;
 use crate::live::LiveProcess;
 use crate::report::{self, Samples};
 use crate::run::{
-    finish, run_collector, run_core, run_job, run_queues, run_replay, run_stacks, test_hold, CollectRequest, JobPlan,
-    JobSource, Outcome, Reporter, RunError,
+    finish, run_collector, run_core, run_job, run_queues, run_replay, run_stacks, test_hold, CollectRequest, Fetch,
+    JobPlan, JobSource, Outcome, Reporter, RunError,
 };
 use crate::{flamegraph, launch, lookup, pmix, watch};
 
@@ -39,12 +39,19 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
         Command::Queues { pids, dump } => {
             let opts = dump_command(dump)?;
             let snapshot = run_queues(pids, &opts, &rep)?;
-            finish(one(snapshot), false, dump, &opts, Reopen::Live(None))
+            finish(one(snapshot), false, dump, &opts, Reopen::Live(None), None)
         }
         Command::Core { files, exe, dump } => {
             let opts = dump_command(dump)?;
             let snapshot = run_core(files, exe.as_deref(), &opts, &rep)?;
-            finish(one(snapshot), false, dump, &opts, Reopen::Cores(files, exe.as_deref()))
+            finish(
+                one(snapshot),
+                false,
+                dump,
+                &opts,
+                Reopen::Cores(files, exe.as_deref()),
+                None,
+            )
         }
         Command::Job {
             starter,
@@ -52,9 +59,13 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
             node_timeout,
             samples,
             interval,
+            collect,
             dump,
         } => {
             let opts = dump_command(dump)?;
+            // Every rank whole where every rank is shown.
+            let shows_all = dump.output_format()? == OutputFormat::Json || opts.all || dump.no_analysis;
+            let compact = collect.map_or(!shows_all, |c| c != CollectMode::Whole);
             let source = match (starter, slurm) {
                 (_, Some(spec)) => JobSource::Slurm(spec.clone()),
                 (Some(pid), None) => JobSource::Starter(*pid),
@@ -65,15 +76,22 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
                 interval_ms: *interval,
                 node_timeout: Duration::from_secs(*node_timeout),
                 options: dump.options.clone(),
+                compact,
             };
             // A job given by its Slurm id: other nodes through srun into it.
             let slurm_job = slurm.as_deref().and_then(|s| s.split('.').next());
+            let (samples, details) = run_job(&source, &plan, &opts, &rep)?;
             finish(
-                run_job(&source, &plan, &opts, &rep)?,
+                samples,
                 true,
                 dump,
                 &opts,
                 Reopen::Live(slurm_job),
+                details.map(|details| Fetch {
+                    details,
+                    rep: &rep,
+                    check: *collect == Some(CollectMode::Check),
+                }),
             )
         }
         Command::Collect {
@@ -82,6 +100,7 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
             samples,
             interval,
             deadline,
+            compact,
             options,
         } => run_collector(
             &CollectRequest {
@@ -90,13 +109,14 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
                 samples: *samples,
                 interval_ms: *interval,
                 deadline_ms: *deadline,
+                compact: *compact,
             },
             options,
             &rep,
         ),
         Command::Replay { file, dump } => {
             let opts = dump_command(dump)?;
-            finish(one(run_replay(file, &opts)?), false, dump, &opts, Reopen::No)
+            finish(one(run_replay(file, &opts)?), false, dump, &opts, Reopen::No, None)
         }
         Command::Watch(args) => watch::run(args),
         Command::Stacks { pids, cores, exe, json } => run_stacks(pids, cores, exe.as_deref(), *json, &rep),

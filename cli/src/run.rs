@@ -32,13 +32,15 @@ pub use stacks::run_stacks;
 mod wire;
 pub use collector::run_collector;
 pub use collector::{CollectError, CollectRequest};
+pub use fanout::Details;
 pub use sampling::{run_job, watch_sample, JobPlan, JobSource, WatchSample};
 pub use slurm::{SlurmError, SlurmStep};
+use wire::Request;
 /// The collectors' wire, for the scale harness (`mpiq-bench scale`), which
 /// plays recorded collectors through it.
 pub use wire::{
     frame as wire_frame, restore as wire_restore, Groups as WireGroups, Line as WireLine, Message as WireMessage,
-    Reassembler as WireReassembler,
+    Reassembler as WireReassembler, Request as WireRequest, StackTable as WireStackTable,
 };
 
 /// Why a command failed as a whole.
@@ -54,6 +56,18 @@ pub enum RunError {
     /// No target could even be opened; one line each.
     #[error("{0}")]
     NothingOpened(String),
+    /// `mpiq job --collect check`: the analysis of the compact records
+    /// differs from that of the same ranks whole.
+    #[error(
+        "the analysis of the compact records differs from the analysis of the same samples whole \
+         (a bug: please report it with this output)\n  compact: {compact}\n  whole:   {whole}"
+    )]
+    CompactDiffers {
+        /// The first field that differs, in the compact records' analysis.
+        compact: String,
+        /// The same field in the whole snapshots' analysis.
+        whole: String,
+    },
     /// The starter could not be opened.
     #[error("starter process {pid}: {source}")]
     Starter {
@@ -378,8 +392,10 @@ pub fn job_samples(starter: i32, opts: &DumpOptions, verbose: bool) -> Result<Sa
         interval_ms: crate::args::DEFAULT_INTERVAL_MS,
         node_timeout: Duration::from_secs(crate::args::DEFAULT_NODE_TIMEOUT_SECS),
         options: Vec::new(),
+        // Its report is written as JSON as well: every rank whole.
+        compact: false,
     };
-    run_job(&JobSource::Starter(starter), &plan, opts, &rep)
+    run_job(&JobSource::Starter(starter), &plan, opts, &rep).map(|(samples, _)| samples)
 }
 
 /// `mpiq replay FILE`: the processes of a recording, dumped again.
@@ -416,15 +432,76 @@ impl Outcome {
     }
 }
 
+/// Ranks other nodes sent as compact records, to fetch whole after the
+/// analysis ([`finish`]).
+pub struct Fetch<'a> {
+    /// The waiting collectors.
+    pub details: Details,
+    /// Where to say what is asked.
+    pub rep: &'a Reporter,
+    /// `--collect check`: fetch every rank of every sample whole, analyse
+    /// those too, and fail unless both analyses are the same.
+    pub check: bool,
+}
+
+/// The first field in which two reports' analyses differ, as
+/// `field: value` of each (values cut to 300 characters), or `None`.
+fn first_difference(a: &Report, b: &Report) -> Option<(String, String)> {
+    let json = |r: &Report| serde_json::to_value(&r.analysis).unwrap_or_default();
+    let (a, b) = (json(a), json(b));
+    if a == b {
+        return None;
+    }
+    let cut = |s: String| s.chars().take(300).collect::<String>();
+    let (Some(ma), Some(mb)) = (a.as_object(), b.as_object()) else {
+        return Some((cut(a.to_string()), cut(b.to_string())));
+    };
+    let field = ma.keys().chain(mb.keys()).find(|k| ma.get(*k) != mb.get(*k))?;
+    let show = |m: &serde_json::Map<String, serde_json::Value>| {
+        cut(format!(
+            "{field}: {}",
+            m.get(field).map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+        ))
+    };
+    Some((show(ma), show(mb)))
+}
+
+/// Gives the compact records of `snapshot` what their whole snapshots
+/// (`whole`, sent on request) have that they left out: the frames'
+/// addresses and the dump's statistics. The rest is the same in both, and
+/// stays as the analysis left it (inferred groups).
+fn add_whole(snapshot: &mut Snapshot, whole: Vec<ProcessSnapshot>) {
+    let mut by_key: std::collections::HashMap<_, ProcessSnapshot> = whole
+        .into_iter()
+        .map(|p| ((p.node.clone(), p.pid, p.world_rank), p))
+        .collect();
+    for p in &mut snapshot.processes {
+        let Some(w) = by_key.remove(&(p.node.clone(), p.pid, p.world_rank)) else {
+            continue;
+        };
+        p.stats = w.stats;
+        if let (Some(mine), Some(theirs)) = (p.stacks.as_mut(), w.stacks) {
+            for (t, whole) in mine.threads.iter_mut().zip(theirs.threads) {
+                if t.tid == whole.tid && t.frames.len() == whole.frames.len() {
+                    t.frames = whole.frames;
+                }
+            }
+        }
+    }
+}
+
 /// Analyses (when the command calls for it), renders, writes `--svg` and
 /// `--flamegraph`. Once per process: the report is never freed (the
-/// process ends with the command).
+/// process ends with the command). With `details` (other nodes sent
+/// compact records), the ranks the output shows whole are fetched after
+/// the analysis ([`Details::fetch`]).
 pub fn finish(
     samples: Samples,
     whole_job: bool,
     dump: &DumpArgs,
     opts: &DumpOptions,
     reopen: Reopen,
+    fetch: Option<Fetch<'_>>,
 ) -> Result<Outcome, RunError> {
     let format = dump.output_format()?;
     let analyse = !dump.no_analysis
@@ -432,11 +509,54 @@ pub fn finish(
             || samples.current.processes.len() >= 2
             || dump.svg.is_some()
             || matches!(format, OutputFormat::Dot | OutputFormat::Csv));
-    let report = if analyse {
+    let check = fetch.as_ref().is_some_and(|f| f.check);
+    let copy = check.then(|| Samples {
+        current: samples.current.clone(),
+        previous: samples.previous.clone(),
+        interval_ms: samples.interval_ms,
+        second_failed: samples.second_failed.clone(),
+    });
+    let mut report = if analyse {
         Report::analyzed(samples)
     } else {
         Report::plain(samples.current)
     };
+    if let Some(Fetch { details, rep, .. }) = fetch {
+        let job_text = format == OutputFormat::Text && report.snapshot.processes.len() > 1;
+        let shown = match (&report.analysis, format) {
+            _ if check => Some(Request::Every),
+            (Some(_), OutputFormat::Text) if job_text => Some(Request::Detail(report.detail_ranks(opts))),
+            (_, OutputFormat::Text | OutputFormat::Json) => Some(Request::Detail(None)),
+            _ => None,
+        };
+        match (shown, copy) {
+            (Some(Request::Every), Some(mut copy)) => {
+                let mut whole = details.fetch(Request::Every, rep);
+                let earlier: Vec<ProcessSnapshot> = whole
+                    .iter()
+                    .filter(|(s, _)| *s == 0 && copy.previous.is_some())
+                    .map(|(_, p)| p.clone())
+                    .collect();
+                if let Some(previous) = copy.previous.as_mut() {
+                    add_whole(previous, earlier);
+                }
+                let last = whole.iter().map(|(s, _)| *s).max();
+                whole.retain(|(s, _)| Some(*s) == last);
+                add_whole(&mut copy.current, whole.into_iter().map(|(_, p)| p).collect());
+                let whole_report = Report::analyzed(copy);
+                if let Some((compact, whole)) = first_difference(&report, &whole_report) {
+                    return Err(RunError::CompactDiffers { compact, whole });
+                }
+                rep.note("the compact records' analysis is the whole snapshots' (--collect check)");
+                report = whole_report;
+            }
+            (Some(request), _) => {
+                let whole = details.fetch(request, rep);
+                add_whole(&mut report.snapshot, whole.into_iter().map(|(_, p)| p).collect());
+            }
+            (None, _) => details.close(rep),
+        }
+    }
     // The graph only when asked for: a tuple would build it every time
     // (5 % of a 100,000-rank `mpiq job`).
     if let Some(path) = &dump.svg {

@@ -484,3 +484,107 @@ fn mpiq_run_under_srun() {
     let r = run(cmd);
     assert_eq!(r.code(), Some(3), "{}", r.all());
 }
+
+/// The parts of an analysis that name the answer: verdict, cycles, and the ranks it names
+/// (those others wait for, those it could not read, those that may be stuck).
+fn answer(v: &Value) -> Value {
+    let a = &v["analysis"];
+    let waited: Vec<&Value> = a["waited_on"]
+        .as_array()
+        .map(|w| w.iter().map(|w| &w["ranks"]).collect())
+        .unwrap_or_default();
+    serde_json::json!({
+        "verdict": a["verdict"],
+        "cycles": a["cycles"],
+        "waited_on": waited,
+        "unknown_ranks": a["unknown_ranks"],
+        "undecided": a["undecided"],
+    })
+}
+
+/// Compact records (issue 26) give the analysis of whole snapshots, on real jobs across four
+/// Slurm nodes: a deadlock, a collective mismatch, ranks waiting in a collective for a
+/// computing rank, and a healthy job. Each is read with `--collect check`: the front end
+/// analyses the compact records, fetches every rank of both samples whole, analyses those
+/// too, and fails unless the two analyses are the same in every field. The jobs that stay
+/// where they are are read once more with every rank sent whole (`--collect whole`, the
+/// path before compact records) and give the same verdict, cycles and named ranks; the text
+/// report through compact records shows the ranks it names in detail, fetched whole.
+#[test]
+fn compact_records_give_the_analysis_of_whole_snapshots() {
+    let Some(cluster) = cluster() else { return };
+    // (example, ranks per node, verdict; None where the test does not fix it)
+    let cases = [
+        (Example::Deadlock, PER_NODE, Some("deadlock")),
+        (Example::SplitMismatch, 1, Some("deadlock")),
+        (Example::ComputeStuck, 1, None),
+        (Example::Healthy, PER_NODE, Some("no_deadlock")),
+    ];
+    for (example, per_node, verdict) in cases {
+        let mpi = Mpi::OpenMpi;
+        let job = Job::builder(mpi, example)
+            .launcher(cluster.srun(NODES, per_node))
+            .start();
+        let starter = job.starter_pid().to_string();
+        let what = format!("{example:?} on {NODES} nodes x {per_node}");
+        let checked = mpiq_on(
+            &cluster,
+            &["job", "--starter", &starter, "--json", "--collect", "check", "-v"],
+            &[],
+        );
+        assert!(
+            checked
+                .stderr
+                .contains("the compact records' analysis is the whole snapshots'"),
+            "{what}: {}",
+            checked.all()
+        );
+        let checked_json = checked.json_exact();
+        if let Some(v) = verdict {
+            assert_eq!(checked_json["analysis"]["verdict"], v, "{what}: {}", checked.all());
+        }
+        let procs = checked_json["processes"].as_array().unwrap();
+        assert_eq!(procs.len(), NODES * per_node, "{what}");
+        assert!(
+            procs
+                .iter()
+                .all(|p| p["error"].is_null() && p["node"].as_str().unwrap().starts_with('n')),
+            "{what}: every rank read on its node: {checked_json:#}"
+        );
+        if example != Example::Healthy {
+            let whole = mpiq_on(
+                &cluster,
+                &["job", "--starter", &starter, "--json", "--collect", "whole"],
+                &[],
+            );
+            assert_eq!(
+                answer(&whole.json_exact()),
+                answer(&checked_json),
+                "{what}: {}",
+                whole.all()
+            );
+            assert_eq!(whole.code(), checked.code(), "{what}");
+            // The text through compact records: the named ranks in detail, whole (their
+            // frames' addresses came back with them).
+            let text = mpiq_on(&cluster, &["job", "--starter", &starter, "--stacks", "-v"], &[]);
+            assert_eq!(text.code(), checked.code(), "{what}: {}", text.all());
+            assert!(
+                text.stderr.contains("rank(s) received whole"),
+                "{what}: {}",
+                text.stderr
+            );
+            let named = text
+                .stdout
+                .lines()
+                .find(|l| l.contains(" in detail"))
+                .unwrap_or_else(|| panic!("{what}: {}", text.stdout));
+            assert!(!named.contains("names no rank"), "{what}: {named}");
+            assert!(
+                text.stdout.contains("#0  0x"),
+                "{what}: a rank in detail has its frames' addresses: {}",
+                text.stdout
+            );
+        }
+        assert_all_running(&job, &what);
+    }
+}

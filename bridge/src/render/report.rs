@@ -169,6 +169,31 @@ impl Report {
 }
 
 impl Report {
+    /// The world ranks a job's text report shows in detail (`None`: every
+    /// one): those `--ranks` names, every one with `--all` or `--ranks
+    /// all`, else at most [`DETAIL_NAMED`] of the ranks the verdict names.
+    /// A front end that holds only compact records of some ranks fetches
+    /// these whole.
+    pub fn detail_ranks(&self, opts: &DumpOptions) -> Option<Vec<i64>> {
+        match (&opts.ranks, opts.all) {
+            (Some(RankSet::All), _) | (None, true) => None,
+            (Some(set), _) => Some(
+                self.snapshot
+                    .processes
+                    .iter()
+                    .filter_map(|p| p.world_rank.map(i64::from))
+                    .filter(|&r| set.contains(r))
+                    .collect(),
+            ),
+            (None, false) => Some(
+                self.analysis
+                    .as_ref()
+                    .map(|a| named_ranks(a).into_iter().take(DETAIL_NAMED).collect())
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+
     /// The processes of a job's text report shown in detail, and its
     /// heading: those `--ranks` names, every one with `--all` or
     /// `--ranks all`, else at most [`DETAIL_NAMED`] of the ranks the

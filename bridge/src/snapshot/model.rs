@@ -299,7 +299,7 @@ pub struct ThreadStack {
 }
 
 /// One frame of a call stack.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Frame {
     /// The program counter, as `0x...`.
     pub pc: String,

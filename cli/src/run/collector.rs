@@ -6,10 +6,15 @@
 //! makes the one analysis.
 //!
 //! Which ranks: the front end writes the job's table on the collector's
-//! standard input (`NODE PID RANK` lines, then end of file; srun gives
-//! every node the same input) and each collector takes its node's lines;
-//! or, with `--slurm-step JOB.STEP`, it finds the processes of that step
-//! on its node itself, by their environment.
+//! standard input (`NODE PID RANK` lines, then end of file or a line `.`;
+//! srun gives every node the same input) and each collector takes its
+//! node's lines; or, with `--slurm-step JOB.STEP`, it finds the processes
+//! of that step on its node itself, by their environment.
+//!
+//! With `--compact` it sends compact records ([`super::wire::StackTable`]),
+//! keeps its last sample, and then reads one [`Request`] from its standard
+//! input: the ranks the front end shows in detail, which it sends whole.
+//! Its ranks run meanwhile (they were released after the last sample).
 //!
 //! A collector never leaves a rank stopped: ranks are released before
 //! anything is written, a terminating signal (the launcher ending its
@@ -21,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use mpiq::DumpOptions;
 
-use super::wire::{frame, Message};
+use super::wire::{frame, Message, Request, StackTable, TABLE_END};
 use super::{failed_snapshot, sample_pids, Outcome, Reporter, RunError};
 use crate::job::{environ_value, rank_from_environ};
 
@@ -40,6 +45,8 @@ pub struct CollectRequest<'a> {
     pub interval_ms: u64,
     /// Give up (and release everything) after this many milliseconds.
     pub deadline_ms: u64,
+    /// Send compact records, then wait for a [`Request`].
+    pub compact: bool,
 }
 
 /// This node's name: as given, else Slurm's name for it, else the host name.
@@ -94,11 +101,15 @@ impl Sender {
     }
 }
 
-/// The `NODE PID RANK` lines of `input` that name `node`.
+/// The `NODE PID RANK` lines of `input` that name `node` (up to its end or
+/// a line [`TABLE_END`]).
 fn table_ranks(input: impl BufRead, node: &str) -> (Ranks, Vec<String>) {
     let mut mine = Vec::new();
     let mut others = Vec::new();
     for line in input.lines().map_while(Result::ok) {
+        if line.trim() == TABLE_END {
+            break;
+        }
         let mut w = line.split_whitespace();
         let (Some(host), Some(pid)) = (w.next(), w.next().and_then(|p| p.parse::<i32>().ok())) else {
             continue;
@@ -111,6 +122,12 @@ fn table_ranks(input: impl BufRead, node: &str) -> (Ranks, Vec<String>) {
         }
     }
     (mine, others)
+}
+
+/// The front end's request (the first line that is one), or `None` at the
+/// end of the input.
+fn next_request(input: impl BufRead) -> Option<Request> {
+    input.lines().map_while(Result::ok).find_map(|l| Request::parse(&l))
 }
 
 /// The MPI processes of Slurm step `job.step` on this node, with their
@@ -266,6 +283,9 @@ pub fn run_collector(req: &CollectRequest, options: &[String], rep: &Reporter) -
         ranks: ranks.len(),
     });
     let first = Instant::now();
+    let mut table = StackTable::default();
+    // With compact records: every sample whole, for the request.
+    let mut kept = Vec::new();
     for sample in 0..req.samples.max(1) {
         if sample > 0 {
             let wait = Duration::from_millis(req.interval_ms);
@@ -286,11 +306,36 @@ pub fn run_collector(req: &CollectRequest, options: &[String], rep: &Reporter) -
         };
         for mut p in processes {
             p.node = Some(node.clone());
-            out.send(&Message::process(sample, p));
+            if req.compact {
+                kept.push((sample, p.clone()));
+                for m in table.compact(sample, p) {
+                    out.send(&m);
+                }
+            } else {
+                out.send(&Message::process(sample, p));
+            }
         }
         out.send(&Message::Sampled { sample, at_ms });
         if out.broken {
             break;
+        }
+    }
+    if req.compact && !out.broken {
+        out.send(&Message::Waiting);
+        let request = next_request(std::io::stdin().lock()).unwrap_or(Request::End);
+        rep.note(format_args!("asked for {}", request.line().trim_end()));
+        let last = kept.iter().map(|(s, _)| *s).max();
+        for (sample, p) in kept {
+            let asked = match &request {
+                Request::Every => true,
+                Request::Detail(_) if Some(sample) != last => false,
+                Request::Detail(None) => true,
+                Request::Detail(Some(r)) => p.world_rank.is_some_and(|w| r.contains(&i64::from(w))),
+                Request::End => false,
+            };
+            if asked {
+                out.send(&Message::process(sample, p));
+            }
         }
     }
     out.send(&Message::Done);

@@ -4,6 +4,12 @@
 //! what they send, and turn a node that did not answer into error entries
 //! for its ranks (so the verdict is `unknown` there, never "no deadlock").
 //!
+//! With compact records ([`Plan::compact`]) the collectors wait after
+//! their samples, their standard input kept open, until the front end has
+//! made its analysis and names the ranks it shows in detail
+//! ([`Details::fetch`]); srun gives every collector that input
+//! (`--input=all`), ssh each its own.
+//!
 //! Collectors are ended when the front end is: srun and ssh get SIGTERM
 //! when the front end dies ([`crate::signals::supervise_child`]), and srun then ends its
 //! step, whose collectors release their ranks on that signal. A collector
@@ -11,13 +17,13 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use mpiq::ProcessSnapshot;
 
-use super::wire::{restore, Groups, Line, Message, Reassembler};
+use super::wire::{restore, Groups, Line, Message, NodeStacks, Reassembler, Request, TABLE_END};
 use super::{failed_snapshot, Reporter};
 
 /// How the collectors reach their nodes.
@@ -64,6 +70,9 @@ pub struct Plan {
     pub options: Vec<String>,
     /// Instead of a table: find the ranks of this Slurm step (`JOB.STEP`).
     pub slurm_step: Option<String>,
+    /// Compact records, then the ranks shown in detail whole
+    /// ([`Details`]).
+    pub compact: bool,
 }
 
 /// A process a node sent: its pid and world rank.
@@ -84,6 +93,114 @@ struct NodeState {
     done: bool,
     sampled: Vec<u64>,
     processes: Vec<(u8, ProcessSnapshot)>,
+    /// Its compact records are all sent; it waits for a request.
+    waiting: bool,
+}
+
+/// What the front end has received from the collectors.
+#[derive(Default)]
+struct Received {
+    states: HashMap<String, NodeState>,
+    reassembler: Reassembler,
+    groups: Groups,
+    stacks: NodeStacks,
+    job_size: Option<i32>,
+    open_streams: usize,
+    /// Whole snapshots sent on request ([`Details::fetch`]), with their
+    /// sample.
+    details: Vec<(u8, ProcessSnapshot)>,
+    /// A request was made: processes that arrive are [`Received::details`].
+    asked: bool,
+}
+
+impl Received {
+    /// One message of `node`.
+    fn take(&mut self, node: String, m: Message, rep: &Reporter) {
+        let st = self.states.entry(node.clone()).or_default();
+        match m {
+            Message::Hello { pid, ranks } => {
+                rep.note(format_args!("collector on {node}: pid {pid} ({ranks} ranks)"));
+                st.hello = Some(pid);
+            }
+            Message::Process {
+                sample,
+                mut process,
+                states: digests,
+                groups: runs,
+                stacks,
+            } => {
+                self.stacks.fill(&node, &mut process, &stacks);
+                restore(&mut process, digests, runs, &mut self.groups);
+                if self.asked {
+                    self.details.push((sample, *process));
+                } else {
+                    st.processes.push((sample, *process));
+                }
+            }
+            Message::Stack { id, frames } => self.stacks.insert(&node, id, frames),
+            Message::Sampled { sample, at_ms } => {
+                rep.note(format_args!("node {node}: sample {} sent", sample + 1));
+                st.sampled.push(at_ms);
+            }
+            Message::JobSize { size } => self.job_size = self.job_size.max(Some(size)),
+            Message::Failed { error } => st.failed = Some(error),
+            Message::Waiting => st.waiting = true,
+            Message::Done => st.done = true,
+        }
+    }
+}
+
+/// Collectors that sent compact records and wait, each with its last
+/// sample whole, for the front end to name the ranks it shows in detail.
+pub struct Details {
+    fanout: Option<Fanout>,
+    rec: Received,
+    waiting: Vec<String>,
+}
+
+impl Details {
+    /// What `request` names ([`Request::Detail`]: ranks of the last
+    /// sample; [`Request::Every`]: every rank of every sample), whole, with
+    /// its sample; then the collectors end. A node that does not answer
+    /// within the node timeout gives nothing (its ranks keep their compact
+    /// records).
+    pub fn fetch(mut self, request: Request, rep: &Reporter) -> Vec<(u8, ProcessSnapshot)> {
+        let Some(mut fanout) = self.fanout.take() else {
+            return Vec::new();
+        };
+        rep.note(format_args!(
+            "asking {} node(s) for {}",
+            self.waiting.len(),
+            request.line().trim_end()
+        ));
+        fanout.request(&request);
+        self.rec.asked = true;
+        let deadline = Instant::now() + fanout.plan.node_timeout;
+        let waiting = std::mem::take(&mut self.waiting);
+        fanout.pump(&mut self.rec, deadline, rep, |r| {
+            waiting.iter().all(|n| r.states.get(n).is_some_and(|s| s.done))
+        });
+        fanout.end_launchers(rep);
+        rep.note(format_args!("{} rank(s) received whole", self.rec.details.len()));
+        std::mem::take(&mut self.rec.details)
+    }
+
+    /// Ends the collectors without asking for anything.
+    pub fn close(mut self, rep: &Reporter) {
+        if let Some(mut fanout) = self.fanout.take() {
+            fanout.request(&Request::End);
+            fanout.end_launchers(rep);
+        }
+    }
+}
+
+impl Drop for Details {
+    fn drop(&mut self) {
+        if let Some(mut fanout) = self.fanout.take() {
+            fanout.request(&Request::End);
+            fanout.end_launchers(&Reporter::new(false));
+        }
+    }
 }
 
 /// Every node's ranks, per sample.
@@ -98,12 +215,16 @@ pub struct Gathered {
     pub job_size: Option<i32>,
 }
 
+/// A collector's standard input: being written (the table, by a thread
+/// that hands it back), or held for a request.
+type Input = Option<std::thread::JoinHandle<Option<ChildStdin>>>;
+
 /// The running collectors.
 pub struct Fanout {
     launcher: Launcher,
     nodes: Vec<NodeRanks>,
     plan: Plan,
-    children: Vec<(Child, Vec<String>)>,
+    children: Vec<(Child, Vec<String>, Input)>,
     events: mpsc::Receiver<Event>,
     stderr: Vec<Vec<String>>,
     started: Instant,
@@ -133,6 +254,9 @@ fn collector_args(plan: &Plan, node: Option<&str>) -> Vec<String> {
         "--deadline".into(),
         plan.node_timeout.as_millis().to_string(),
     ];
+    if plan.compact {
+        a.push("--compact".into());
+    }
     if let Some(n) = node {
         a.extend(["--node".into(), n.to_string()]);
     }
@@ -156,18 +280,35 @@ fn table(nodes: &[NodeRanks]) -> String {
     t
 }
 
-/// Spawns a launcher whose stdout and stderr lines arrive as events.
-fn spawn(mut cmd: Command, input: Option<String>, index: usize, tx: &mpsc::Sender<Event>) -> std::io::Result<Child> {
-    cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+/// Spawns a launcher whose stdout and stderr lines arrive as events; its
+/// standard input gets `input` and, with `keep`, stays open (handed back by
+/// the writing thread).
+fn spawn(
+    mut cmd: Command,
+    input: Option<String>,
+    keep: bool,
+    index: usize,
+    tx: &mpsc::Sender<Event>,
+) -> std::io::Result<(Child, Input)> {
+    cmd.stdin(if input.is_some() || keep {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     crate::signals::supervise_child(&mut cmd);
     let mut child = cmd.spawn()?;
-    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+    let writer = child.stdin.take().map(|mut stdin| {
         std::thread::spawn(move || {
-            let _ = stdin.write_all(text.as_bytes());
-        });
-    }
+            if let Some(text) = input {
+                if stdin.write_all(text.as_bytes()).is_err() {
+                    return None;
+                }
+            }
+            keep.then_some(stdin)
+        })
+    });
     let out = child.stdout.take();
     let err = child.stderr.take();
     let pipe = |r: Box<dyn Read + Send>, tx: mpsc::Sender<Event>, is_err: bool| {
@@ -191,7 +332,7 @@ fn spawn(mut cmd: Command, input: Option<String>, index: usize, tx: &mpsc::Sende
     if let Some(e) = err {
         pipe(Box::new(e), tx.clone(), true);
     }
-    Ok(child)
+    Ok((child, writer))
 }
 
 /// The srun that starts one collector on each of `nodes` in Slurm job `job`.
@@ -210,6 +351,8 @@ fn srun_command(job: &str, nodes: &[String], plan: &Plan) -> Command {
         .arg(format!("--nodes={}", nodes.len()))
         .arg(format!("--ntasks={}", nodes.len()))
         .args(["--ntasks-per-node=1", "--kill-on-bad-exit=0", "--quiet", "--mpi=none"])
+        // Every collector reads the same input: the table, the request.
+        .arg("--input=all")
         .arg("--job-name=mpiq-collect")
         .arg(collector_program())
         .args(collector_args(plan, None));
@@ -231,19 +374,27 @@ impl Fanout {
     pub(super) fn start(launcher: Launcher, nodes: Vec<NodeRanks>, plan: Plan, rep: &Reporter) -> Fanout {
         let (tx, events) = mpsc::channel();
         let names: Vec<String> = nodes.iter().map(|n| n.node.clone()).collect();
-        let input = plan.slurm_step.is_none().then(|| table(&nodes));
+        let input = plan.slurm_step.is_none().then(|| {
+            let mut t = table(&nodes);
+            if plan.compact {
+                t.push_str(TABLE_END);
+                t.push('\n');
+            }
+            t
+        });
+        let keep = plan.compact;
         let mut children = Vec::new();
         let mut stderr = Vec::new();
         let mut launch = |cmd: Command, input: Option<String>, covers: Vec<String>| {
             let index = stderr.len();
-            match spawn(cmd, input, index, &tx) {
-                Ok(c) => {
+            match spawn(cmd, input, keep, index, &tx) {
+                Ok((c, writer)) => {
                     rep.note(format_args!(
                         "collector launcher pid {} for {}",
                         c.id(),
                         covers.join(",")
                     ));
-                    children.push((c, covers));
+                    children.push((c, covers, writer));
                     stderr.push(Vec::new());
                 }
                 Err(e) => stderr.push(vec![format!("cannot start the launcher for {}: {e}", covers.join(","))]),
@@ -268,21 +419,43 @@ impl Fanout {
         }
     }
 
-    /// Waits for every node (at most the node timeout), ends what is still
-    /// running, and returns every remote rank per sample.
-    pub(super) fn finish(mut self, rep: &Reporter) -> Gathered {
-        let mut states: HashMap<String, NodeState> = HashMap::new();
-        let mut reassembler = Reassembler::default();
-        let mut groups = Groups::default();
-        let mut open_streams = self.children.len() * 2;
+    /// Waits for every node (at most the node timeout) and returns every
+    /// remote rank per sample. Without compact records it ends what is still
+    /// running; with them, the collectors wait in the [`Details`] returned.
+    pub(super) fn finish(mut self, rep: &Reporter) -> (Gathered, Option<Details>) {
+        let mut rec = Received {
+            open_streams: self.children.len() * 2,
+            ..Received::default()
+        };
         let deadline = self.started + self.plan.node_timeout;
-        let mut job_size = None;
         let expected = self.nodes.len();
-        let mut done = 0;
-        while open_streams > 0 {
-            if done >= expected {
-                break;
-            }
+        self.pump(&mut rec, deadline, rep, |r| {
+            r.states.values().filter(|s| s.done || s.waiting).count() >= expected
+        });
+        let waiting: Vec<String> = rec
+            .states
+            .iter()
+            .filter(|(_, s)| s.waiting && !s.done)
+            .map(|(n, _)| n.clone())
+            .collect();
+        if waiting.is_empty() {
+            self.end_launchers(rep);
+        }
+        let states = std::mem::take(&mut rec.states);
+        let job_size = rec.job_size;
+        let gathered = self.gather(states, job_size);
+        let details = (!waiting.is_empty()).then(|| Details {
+            fanout: Some(self),
+            rec,
+            waiting,
+        });
+        (gathered, details)
+    }
+
+    /// Takes the collectors' lines until `enough` holds, the deadline
+    /// passes, or every stream has closed.
+    fn pump(&mut self, rec: &mut Received, deadline: Instant, rep: &Reporter, enough: impl Fn(&Received) -> bool) {
+        while rec.open_streams > 0 && !enough(rec) {
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                 rep.note("node timeout reached");
                 break;
@@ -293,58 +466,39 @@ impl Fanout {
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
             };
             match event {
-                Event::Closed => open_streams -= 1,
+                Event::Closed => rec.open_streams -= 1,
                 Event::Err(i, line) => {
                     if let Some(s) = self.stderr.get_mut(i) {
                         s.push(line);
                     }
                 }
-                Event::Out(i, line) => match reassembler.push(&line) {
+                Event::Out(i, line) => match rec.reassembler.push(&line) {
                     Line::Partial => {}
                     Line::Other(l) | Line::Bad(l) => {
                         if let Some(s) = self.stderr.get_mut(i) {
                             s.push(l);
                         }
                     }
-                    Line::Message(node, m) => {
-                        let st = states.entry(node.clone()).or_default();
-                        match *m {
-                            Message::Hello { pid, ranks } => {
-                                rep.note(format_args!("collector on {node}: pid {pid} ({ranks} ranks)"));
-                                st.hello = Some(pid);
-                            }
-                            Message::Process {
-                                sample,
-                                mut process,
-                                states: digests,
-                                groups: runs,
-                            } => {
-                                restore(&mut process, digests, runs, &mut groups);
-                                st.processes.push((sample, *process));
-                            }
-                            Message::Sampled { sample, at_ms } => {
-                                rep.note(format_args!("node {node}: sample {} sent", sample + 1));
-                                st.sampled.push(at_ms);
-                            }
-                            Message::JobSize { size } => job_size = job_size.max(Some(size)),
-                            Message::Failed { error } => st.failed = Some(error),
-                            Message::Done => {
-                                done += usize::from(!st.done);
-                                st.done = true;
-                            }
-                        }
-                    }
+                    Line::Message(node, m) => rec.take(node, *m, rep),
                 },
             }
         }
-        self.end_launchers(rep);
-        self.gather(states, job_size)
+    }
+    /// Writes `request` to every collector's input and closes it.
+    fn request(&mut self, request: &Request) {
+        let line = request.line();
+        for (_, _, input) in &mut self.children {
+            if let Some(mut stdin) = input.take().and_then(|w| w.join().ok().flatten()) {
+                // A collector that has ended has closed its input.
+                let _ = stdin.write_all(line.as_bytes());
+            }
+        }
     }
 
     /// Ends every launcher still running (SIGTERM, then SIGKILL), by pid.
     fn end_launchers(&mut self, rep: &Reporter) {
         let mut running = Vec::new();
-        for (c, _) in &mut self.children {
+        for (c, _, _) in &mut self.children {
             if matches!(c.try_wait(), Ok(None)) {
                 rep.note(format_args!("ending launcher pid {}", c.id()));
                 let _ = nix::sys::signal::kill(
@@ -381,7 +535,7 @@ impl Fanout {
         let launcher = self
             .children
             .iter()
-            .position(|(_, covers)| covers.iter().any(|c| c == node));
+            .position(|(_, covers, _)| covers.iter().any(|c| c == node));
         let said: Vec<&str> = launcher
             .and_then(|i| self.stderr.get(i))
             .or_else(|| self.stderr.first())
@@ -419,7 +573,7 @@ impl Fanout {
         }
     }
 
-    fn gather(self, mut states: HashMap<String, NodeState>, job_size: Option<i32>) -> Gathered {
+    fn gather(&self, mut states: HashMap<String, NodeState>, job_size: Option<i32>) -> Gathered {
         let samples = self.plan.samples.max(1);
         let mut out = Gathered {
             samples: vec![Vec::new(); samples as usize],
@@ -523,6 +677,7 @@ mod tests {
             node_timeout: Duration::from_secs(30),
             options: vec!["--no-stacks".into()],
             slurm_step: None,
+            compact: true,
         };
         let cmd = srun_command("42", &["n1".into(), "n2".into()], &plan);
         let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
@@ -532,7 +687,12 @@ mod tests {
             "{line}"
         );
         assert!(
-            line.ends_with("collect --samples 2 --interval 500 --deadline 30000 -- --no-stacks"),
+            line.ends_with("--input=all --job-name=mpiq-collect")
+                || line.contains("--input=all --job-name=mpiq-collect "),
+            "{line}"
+        );
+        assert!(
+            line.ends_with("collect --samples 2 --interval 500 --deadline 30000 --compact -- --no-stacks"),
             "{line}"
         );
         let ssh: Vec<String> = ssh_command("n7", &plan)
@@ -542,7 +702,7 @@ mod tests {
         let line = ssh.join(" ");
         assert!(line.starts_with("-o BatchMode=yes -T n7 "), "{line}");
         assert!(
-            line.ends_with("collect --samples 2 --interval 500 --deadline 30000 --node n7 -- --no-stacks"),
+            line.ends_with("collect --samples 2 --interval 500 --deadline 30000 --compact --node n7 -- --no-stacks"),
             "{line}"
         );
     }

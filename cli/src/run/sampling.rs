@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use mpiq::{DumpError, DumpOptions, ProcessSnapshot, Snapshot};
 
-use super::fanout::{Fanout, Gathered, Launcher, NodeRanks, Plan};
+use super::fanout::{Details, Fanout, Gathered, Launcher, NodeRanks, Plan};
 use super::ranks::{job_ranks, JobRank};
 use super::slurm::{resolve, SlurmStep};
 use super::{collect_slots, failed_snapshot, open_live, Reporter, RunError, Slot};
@@ -34,6 +34,9 @@ pub struct JobPlan {
     pub node_timeout: Duration,
     /// The bridge options as given, passed on to collectors.
     pub options: Vec<String>,
+    /// Other nodes send compact records, and the ranks shown in detail
+    /// whole on request ([`Details`]); else every rank whole.
+    pub compact: bool,
 }
 
 /// One snapshot of the local ranks of a job: stop, read, release.
@@ -91,14 +94,21 @@ fn group_by_node(ranks: &[JobRank]) -> Vec<NodeRanks> {
 }
 
 /// Every rank of the job, sampled once or twice `interval_ms` apart (the
-/// ranks run in between).
-pub fn run_job(source: &JobSource, plan: &JobPlan, opts: &DumpOptions, rep: &Reporter) -> Result<Samples, RunError> {
+/// ranks run in between); with compact records, the collectors that wait
+/// to send the ranks shown in detail.
+pub fn run_job(
+    source: &JobSource,
+    plan: &JobPlan,
+    opts: &DumpOptions,
+    rep: &Reporter,
+) -> Result<(Samples, Option<Details>), RunError> {
     let collect_plan = |slurm_step: Option<String>| Plan {
         samples: plan.samples,
         interval_ms: plan.interval_ms,
         node_timeout: plan.node_timeout + Duration::from_millis(plan.interval_ms),
         options: collector_options(&plan.options),
         slurm_step,
+        compact: plan.compact,
     };
     let (local, fanout, step) = match source {
         JobSource::Starter(pid) => {
@@ -187,8 +197,8 @@ pub fn run_job(source: &JobSource, plan: &JobPlan, opts: &DumpOptions, rep: &Rep
             Err(e) => return Err(e),
         }
     }
-    let gathered = fanout.map(|f| f.finish(rep)).unwrap_or_default();
-    Ok(merge(
+    let (gathered, details) = fanout.map(|f| f.finish(rep)).unwrap_or_default();
+    let samples = merge(
         plan,
         first,
         second,
@@ -196,7 +206,8 @@ pub fn run_job(source: &JobSource, plan: &JobPlan, opts: &DumpOptions, rep: &Rep
         local_interval,
         gathered,
         step.as_ref(),
-    ))
+    );
+    Ok((samples, details))
 }
 
 /// One sample of `mpiq watch`.
@@ -230,8 +241,9 @@ pub fn watch_sample(
         interval_ms: 0,
         node_timeout,
         options: options.to_vec(),
+        compact: false,
     };
-    let samples = run_job(source, &plan, opts, &rep)?;
+    let (samples, _) = run_job(source, &plan, opts, &rep)?;
     let recordings = rep
         .keep
         .map(|k| k.into_inner().unwrap_or_else(|e| e.into_inner()))

@@ -7,21 +7,31 @@
 //! message is cut into lines of at most [`MAX_LINE`] bytes:
 //!
 //! ```text
-//! @mpiq1 NODE SEQ PART/PARTS JSON-PIECE
+//! @mpiq2 NODE SEQ PART/PARTS JSON-PIECE
 //! ```
 //!
 //! NODE names the sending node, SEQ numbers its messages, and the pieces
 //! of one message are sent in order and joined by the [`Reassembler`].
 //! Lines without the prefix (a launcher's own messages) are kept apart for
 //! the error report.
+//!
+//! **Compact records** (`mpiq collect --compact`, what `mpiq job` asks for
+//! unless it prints JSON): each rank travels as what the analysis and the
+//! merged stacks read, and each distinct stack of a node once
+//! ([`StackTable`]: a frame whose function is named without its address,
+//! which ASLR makes differ from process to process, so ranks in the same
+//! place share their stacks). The collector then keeps its last sample
+//! whole and waits ([`Message::Waiting`]) for the front end to name, on
+//! its standard input, the ranks it shows in detail ([`Request`]); it sends
+//! those whole and ends.
 
 use std::collections::HashMap;
 
-use mpiq::{Group, GroupRuns, ProcessSnapshot};
+use mpiq::{Frame, Group, GroupRuns, ProcessSnapshot};
 use serde::{Deserialize, Serialize};
 
 /// The prefix of every line of the protocol (its version is in it).
-pub const PREFIX: &str = "@mpiq1 ";
+pub const PREFIX: &str = "@mpiq2 ";
 
 /// The longest line written, newline included: below srun's 1 KiB pieces.
 pub const MAX_LINE: usize = 1000;
@@ -55,6 +65,19 @@ pub enum Message {
         /// 100,000-rank job would send, and the front end hold).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         groups: Vec<Option<GroupRuns>>,
+        /// A compact record's stacks: for each thread of `process.stacks`
+        /// (whose frames are left empty), the id of its frames in the
+        /// node's [`Message::Stack`]s. Empty for a whole snapshot.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        stacks: Vec<u32>,
+    },
+    /// One distinct stack of this node's compact records, sent before the
+    /// first record that names it.
+    Stack {
+        /// Its id among this node's stacks.
+        id: u32,
+        /// Its frames, innermost first (see [`compact_frames`]).
+        frames: Vec<Frame>,
     },
     /// A sample is complete.
     Sampled {
@@ -74,6 +97,9 @@ pub enum Message {
         /// Why, in words.
         error: String,
     },
+    /// Every sample was sent as compact records; the collector holds its
+    /// last sample whole and waits for a [`Request`].
+    Waiting,
     /// Everything was sent.
     Done,
 }
@@ -97,6 +123,149 @@ impl Message {
             process: Box::new(process),
             states,
             groups,
+            stacks: Vec::new(),
+        }
+    }
+}
+
+/// A frame as a compact record sends it: without its address when its
+/// function is named. Nothing the analysis or the merged stacks read is
+/// lost: they know a frame by its function, file and line, and by its
+/// address only when it has no function (then it is kept).
+fn compact_frame(f: &Frame) -> Frame {
+    let mut f = f.clone();
+    if f.function.is_some() {
+        f.pc = String::new();
+    }
+    f
+}
+
+/// The distinct stacks a collector has sent as [`Message::Stack`]s.
+#[derive(Debug, Default)]
+pub struct StackTable {
+    ids: HashMap<Vec<Frame>, u32>,
+}
+
+impl StackTable {
+    /// The messages that send `process` as a compact record: a
+    /// [`Message::Stack`] for each of its threads' stacks not sent before,
+    /// then the record, which names them by id. What the record leaves
+    /// out: the frames' addresses (see [`compact_frame`]) and the dump's
+    /// own statistics; the whole snapshot is sent on [`Request`].
+    pub fn compact(&mut self, sample: u8, process: ProcessSnapshot) -> Vec<Message> {
+        self.compact_message(Message::process(sample, process))
+    }
+
+    /// [`StackTable::compact`] of a process message made already (any other
+    /// message is sent as it is).
+    pub fn compact_message(&mut self, mut m: Message) -> Vec<Message> {
+        let mut out = Vec::new();
+        let Message::Process {
+            process, stacks: ids, ..
+        } = &mut m
+        else {
+            return vec![m];
+        };
+        process.stats = None;
+        if let Some(stacks) = process.stacks.as_mut() {
+            for t in &mut stacks.threads {
+                let frames: Vec<Frame> = std::mem::take(&mut t.frames).iter().map(compact_frame).collect();
+                let next = self.ids.len() as u32;
+                let id = match self.ids.get(&frames) {
+                    Some(&id) => id,
+                    None => {
+                        self.ids.insert(frames.clone(), next);
+                        out.push(Message::Stack { id: next, frames });
+                        next
+                    }
+                };
+                ids.push(id);
+            }
+        }
+        out.push(m);
+        out
+    }
+}
+
+/// Every node's stacks the front end has received ([`Message::Stack`]).
+#[derive(Debug, Default)]
+pub struct NodeStacks(HashMap<String, HashMap<u32, Vec<Frame>>>);
+
+impl NodeStacks {
+    /// Keeps one stack of `node`.
+    pub fn insert(&mut self, node: &str, id: u32, frames: Vec<Frame>) {
+        self.0.entry(node.to_string()).or_default().insert(id, frames);
+    }
+
+    /// Fills a compact record's threads with their frames (`ids`: one per
+    /// thread; nothing to do for a whole snapshot). A stack that did not
+    /// arrive leaves its thread a note saying so.
+    pub fn fill(&self, node: &str, process: &mut ProcessSnapshot, ids: &[u32]) {
+        let Some(stacks) = process.stacks.as_mut().filter(|_| !ids.is_empty()) else {
+            return;
+        };
+        let table = self.0.get(node);
+        for (t, id) in stacks.threads.iter_mut().zip(ids) {
+            match table.and_then(|s| s.get(id)) {
+                Some(frames) => t.frames = frames.clone(),
+                None => t.note = Some(format!("its stack (number {id} of node {node}) did not arrive")),
+            }
+        }
+    }
+}
+
+/// What the front end asks a waiting collector, one line on its standard
+/// input (srun gives every node's collector the same input).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Send these world ranks whole (those of this node), or every rank
+    /// (`None`), as the last sample read them, then end.
+    Detail(Option<Vec<i64>>),
+    /// Send every rank of every sample whole, then end (`mpiq job
+    /// --collect check`).
+    Every,
+    /// Send nothing more; end.
+    End,
+}
+
+/// The line after which a job's table on a collector's standard input
+/// ends, when requests follow it.
+pub const TABLE_END: &str = ".";
+
+impl Request {
+    /// The request as one line, with its newline.
+    pub fn line(&self) -> String {
+        match self {
+            Request::Detail(None) => "detail all\n".into(),
+            Request::Detail(Some(r)) => {
+                let mut line = "detail".to_string();
+                for rank in r {
+                    line.push_str(&format!(" {rank}"));
+                }
+                line + "\n"
+            }
+            Request::Every => "every\n".into(),
+            Request::End => "end\n".into(),
+        }
+    }
+
+    /// A request line; `None` for anything else.
+    pub fn parse(line: &str) -> Option<Request> {
+        let mut w = line.split_whitespace();
+        match w.next()? {
+            "end" => Some(Request::End),
+            "every" => Some(Request::Every),
+            "detail" => {
+                let rest: Vec<&str> = w.collect();
+                if rest == ["all"] {
+                    return Some(Request::Detail(None));
+                }
+                rest.iter()
+                    .map(|r| r.parse::<i64>().ok())
+                    .collect::<Option<Vec<i64>>>()
+                    .map(|r| Request::Detail(Some(r)))
+            }
+            _ => None,
         }
     }
 }
@@ -202,6 +371,8 @@ struct ProcessBody {
     states: Vec<Option<String>>,
     #[serde(default)]
     groups: Vec<Option<GroupRuns>>,
+    #[serde(default)]
+    stacks: Vec<u32>,
 }
 
 /// Joins the pieces of each node's messages.
@@ -252,6 +423,7 @@ impl Reassembler {
                         process: b.process,
                         states: b.states,
                         groups: b.groups,
+                        stacks: b.stacks,
                     }),
                 ),
                 Err(e) => Line::Bad(format!("node {node}: message {seq} does not parse: {e}")),
@@ -362,12 +534,111 @@ mod tests {
         ));
     }
 
+    fn frame_at(pc: &str, function: Option<&str>) -> Frame {
+        Frame {
+            pc: pc.into(),
+            function: function.map(mpiq::Text::intern),
+            line: Some(7),
+            ..Frame::default()
+        }
+    }
+
+    /// A rank whose main thread is in `main` at `pc` (its own address, as
+    /// ASLR gives each process), above a frame with no name.
+    fn ranked(rank: i32, pc: &str) -> ProcessSnapshot {
+        let mut p = ProcessSnapshot::new(Some(100 + rank as u32), Some(rank), "/a");
+        p.stats = Some(mpiq::DumpStats::default());
+        p.stacks = Some(mpiq::Stacks {
+            threads: vec![mpiq::ThreadStack {
+                tid: 100 + rank as u64,
+                frames: vec![frame_at("0x1234", None), frame_at(pc, Some("main"))],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        p
+    }
+
+    #[test]
+    fn compact_records_share_a_nodes_stacks_and_come_back_whole_but_for_addresses() {
+        let mut table = StackTable::default();
+        let first = table.compact(0, ranked(0, "0x7f01"));
+        let second = table.compact(0, ranked(1, "0x7f02"));
+        // The first sends its stack, the second only names it.
+        assert_eq!(first.len(), 2, "{first:?}");
+        assert!(
+            matches!(&first[0], Message::Stack { id: 0, frames } if frames[1].pc.is_empty() && frames[0].pc == "0x1234")
+        );
+        assert_eq!(second.len(), 1, "{second:?}");
+        let mut stacks = NodeStacks::default();
+        let mut got = Vec::new();
+        for m in first.into_iter().chain(second) {
+            // Through the wire and back.
+            let line = frame("n1", 0, &m).concat();
+            let Line::Message(node, m) = Reassembler::default().push(line.trim_end()) else {
+                panic!("{line}")
+            };
+            match *m {
+                Message::Stack { id, frames } => stacks.insert(&node, id, frames),
+                Message::Process {
+                    mut process,
+                    stacks: ids,
+                    ..
+                } => {
+                    assert_eq!(ids, vec![0]);
+                    assert!(process.stats.is_none(), "the record leaves the dump's statistics out");
+                    stacks.fill(&node, &mut process, &ids);
+                    got.push(*process);
+                }
+                m => panic!("{m:?}"),
+            }
+        }
+        for (r, p) in got.iter().enumerate() {
+            let mut want = ranked(r as i32, "");
+            want.stats = None;
+            assert_eq!(
+                *p, want,
+                "rank {r}: the named frame without its address, the unnamed one with it"
+            );
+        }
+        // Another node's stack 0 is not this one's.
+        let mut other = ranked(2, "0x1");
+        let Message::Process { process, .. } = table.compact(0, other.clone()).pop().unwrap() else {
+            panic!()
+        };
+        other.stacks.as_mut().unwrap().threads[0].frames.clear();
+        stacks.fill("n2", &mut other, &[0]);
+        assert!(other.stacks.unwrap().threads[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("did not arrive"));
+        assert!(process.stacks.unwrap().threads[0].frames.is_empty());
+    }
+
+    #[test]
+    fn requests_read_back_as_written() {
+        for r in [
+            Request::Detail(None),
+            Request::Detail(Some(vec![0, 15, 99_999])),
+            Request::Detail(Some(Vec::new())),
+            Request::Every,
+            Request::End,
+        ] {
+            let line = r.line();
+            assert!(line.ends_with('\n') && !line.trim_end().contains('\n'), "{line:?}");
+            assert_eq!(Request::parse(line.trim_end()), Some(r));
+        }
+        assert_eq!(Request::parse("n1 4242 0"), None, "a table line is no request");
+        assert_eq!(Request::parse("detail 1 x"), None);
+    }
+
     #[test]
     fn broken_lines_are_reported() {
         let mut r = Reassembler::default();
-        assert!(matches!(r.push("@mpiq1 n1 x 1/1 {}"), Line::Bad(_)));
-        assert!(matches!(r.push("@mpiq1 n1 0 2/2 {}"), Line::Bad(_)));
-        assert!(matches!(r.push("@mpiq1 n1 0 1/1 {"), Line::Bad(_)));
-        assert!(matches!(r.push("@mpiq1 n1"), Line::Bad(_)));
+        assert!(matches!(r.push("@mpiq2 n1 x 1/1 {}"), Line::Bad(_)));
+        assert!(matches!(r.push("@mpiq2 n1 0 2/2 {}"), Line::Bad(_)));
+        assert!(matches!(r.push("@mpiq2 n1 0 1/1 {"), Line::Bad(_)));
+        assert!(matches!(r.push("@mpiq2 n1"), Line::Bad(_)));
     }
 }
