@@ -8,8 +8,11 @@
 //! `pause()`; `deadlock`: ranks spinning in `MPI_Wait`, as MPI's progress
 //! engines do, so 256 of them on 2 cores starve everything else):
 //!
-//! 1. `mpiq job --starter <srun> --json -v` (two samples), `reps` times:
-//!    median wall time and peak memory of the front end, and from its `-v`
+//! 1. `mpiq job --starter <srun> -v` (the text report: compact records,
+//!    then the ranks it names whole) and `mpiq job --starter <srun> --json
+//!    -v` (every rank whole), two samples each, alternately, `reps` times:
+//!    median wall time and peak memory of the front end, and from the JSON
+//!    run's `-v`
 //!    timestamps when the proctable was read, when the first and the last
 //!    collector said hello (srun's step launch), when the last node's
 //!    second sample arrived.
@@ -77,7 +80,18 @@ fn job_rows(
     let starter = job.starter_pid().to_string();
     let (mut wall, mut rss, mut table, mut hello1, mut hellon, mut last) =
         (Vec::new(), 0u64, Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut text_wall, mut text_rss) = (Vec::new(), 0u64);
     for _ in 0..reps {
+        // The text report (the default): compact records, then the ranks it
+        // names in detail whole.
+        let mut cmd = cli_command(&["job", "--starter", &starter, "-v"]);
+        cmd.envs(cluster.env());
+        let out = proc::run(cmd, scratch);
+        if !out.stdout.starts_with("Deadlock analysis:") || !out.stderr.contains("received whole") {
+            return Err(format!("the text report through compact records failed\n{}", out.all()));
+        }
+        text_wall.push(out.wall_ms);
+        text_rss = text_rss.max(out.peak_rss_kib);
         let mut cmd = cli_command(&["job", "--starter", &starter, "--json", "-v"]);
         cmd.envs(cluster.env());
         let out = proc::run(cmd, scratch);
@@ -96,7 +110,9 @@ fn job_rows(
         last.extend(stamp(&out.stderr, "sample 2 sent", true));
     }
     println!(
-        "| {mpi} `{example}` | {nodes} x {per_node} | {:.0} | {:.1} | {:.0} | {:.0} / {:.0} | {:.0} |",
+        "| {mpi} `{example}` | {nodes} x {per_node} | {:.0} | {:.1} | {:.0} | {:.1} | {:.0} | {:.0} / {:.0} | {:.0} |",
+        median(text_wall),
+        text_rss as f64 / 1024.0,
         median(wall),
         rss as f64 / 1024.0,
         median(table),
@@ -154,9 +170,9 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
     }
     let cluster = Cluster::start(nodes, per_node);
     println!(
-        "| job | nodes x ranks | `mpiq job` median ms | peak RSS MiB | proctable read at ms | first / last collector hello at ms | last second sample at ms |"
+        "| job | nodes x ranks | `mpiq job` (text, compact records) median ms | peak RSS MiB | `mpiq job --json` (every rank whole) median ms | peak RSS MiB | proctable read at ms | first / last collector hello at ms | last second sample at ms |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let shape = Shape { nodes, per_node, reps };
     job_rows(&cluster, mpi, (Example::ManyOps, &["10"]), &shape, scratch)?;
     job_rows(&cluster, mpi, (Example::Deadlock, &[]), &shape, scratch)?;

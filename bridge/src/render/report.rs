@@ -201,29 +201,24 @@ impl Report {
     fn detail_text(&self, a: &Analysis, opts: &DumpOptions) -> String {
         let procs = &self.snapshot.processes;
         let rank_of = |p: &ProcessSnapshot| p.world_rank.map(i64::from);
-        let (shown, heading): (Vec<&ProcessSnapshot>, String) = match (&opts.ranks, opts.all) {
-            (Some(RankSet::All), _) | (None, true) => (procs.iter().collect(), "Every rank in detail:".into()),
-            (Some(set), _) => {
-                let shown: Vec<&ProcessSnapshot> = procs
-                    .iter()
-                    .filter(|p| rank_of(p).is_some_and(|r| set.contains(r)))
-                    .collect();
-                let heading = if shown.is_empty() {
-                    "No rank of the job is in --ranks.".to_string()
-                } else {
-                    let ranks: Vec<i64> = shown.iter().filter_map(|p| rank_of(p)).collect();
-                    format!("{} in detail (--ranks):", upper(&ranks_words(&ranks)))
-                };
-                (shown, heading)
+        let wanted = self.detail_ranks(opts);
+        let shown: Vec<&ProcessSnapshot> = match &wanted {
+            None => procs.iter().collect(),
+            Some(ranks) => procs
+                .iter()
+                .filter(|p| rank_of(p).is_some_and(|r| ranks.contains(&r)))
+                .collect(),
+        };
+        let heading = match (&wanted, &opts.ranks) {
+            (None, _) => "Every rank in detail:".to_string(),
+            (Some(_), Some(_)) if shown.is_empty() => "No rank of the job is in --ranks.".to_string(),
+            (Some(_), Some(_)) => {
+                let ranks: Vec<i64> = shown.iter().filter_map(|p| rank_of(p)).collect();
+                format!("{} in detail (--ranks):", upper(&ranks_words(&ranks)))
             }
-            (None, false) => {
+            (Some(named_shown), None) => {
                 let named = named_ranks(a);
-                let shown_ranks: Vec<i64> = named.iter().take(DETAIL_NAMED).copied().collect();
-                let shown: Vec<&ProcessSnapshot> = procs
-                    .iter()
-                    .filter(|p| rank_of(p).is_some_and(|r| shown_ranks.contains(&r)))
-                    .collect();
-                let heading = if named.is_empty() {
+                if named.is_empty() {
                     format!(
                         "The verdict names no rank: --ranks LIST or --all shows the queues and stacks of {} \
                          (--json has them all).",
@@ -232,16 +227,15 @@ impl Report {
                 } else if named.len() > shown.len() {
                     format!(
                         "{} in detail (the verdict names {}; --ranks LIST or --all shows others):",
-                        upper(&ranks_words(&shown_ranks)),
+                        upper(&ranks_words(named_shown)),
                         ranks_words(&named),
                     )
                 } else {
                     format!(
                         "{} in detail, named by the verdict (--ranks LIST or --all shows others):",
-                        upper(&ranks_words(&shown_ranks))
+                        upper(&ranks_words(named_shown))
                     )
-                };
-                (shown, heading)
+                }
             }
         };
         let mut out = heading;

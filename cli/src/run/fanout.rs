@@ -111,6 +111,12 @@ struct Received {
     details: Vec<(u8, ProcessSnapshot)>,
     /// A request was made: processes that arrive are [`Received::details`].
     asked: bool,
+    /// Nodes that have sent [`Message::Waiting`] or [`Message::Done`] (a
+    /// count kept as they arrive: a count over the nodes at every message
+    /// would cost the square of the nodes).
+    finished: usize,
+    /// Nodes that have sent [`Message::Done`] after the request.
+    done_after_ask: usize,
 }
 
 impl Received {
@@ -144,8 +150,15 @@ impl Received {
             }
             Message::JobSize { size } => self.job_size = self.job_size.max(Some(size)),
             Message::Failed { error } => st.failed = Some(error),
-            Message::Waiting => st.waiting = true,
-            Message::Done => st.done = true,
+            Message::Waiting => {
+                self.finished += usize::from(!st.waiting && !st.done);
+                st.waiting = true;
+            }
+            Message::Done => {
+                self.finished += usize::from(!st.waiting && !st.done);
+                self.done_after_ask += usize::from(self.asked && !st.done);
+                st.done = true;
+            }
         }
     }
 }
@@ -176,10 +189,8 @@ impl Details {
         fanout.request(&request);
         self.rec.asked = true;
         let deadline = Instant::now() + fanout.plan.node_timeout;
-        let waiting = std::mem::take(&mut self.waiting);
-        fanout.pump(&mut self.rec, deadline, rep, |r| {
-            waiting.iter().all(|n| r.states.get(n).is_some_and(|s| s.done))
-        });
+        let waiting = std::mem::take(&mut self.waiting).len();
+        fanout.pump(&mut self.rec, deadline, rep, |r| r.done_after_ask >= waiting);
         fanout.end_launchers(rep);
         rep.note(format_args!("{} rank(s) received whole", self.rec.details.len()));
         std::mem::take(&mut self.rec.details)
@@ -429,9 +440,7 @@ impl Fanout {
         };
         let deadline = self.started + self.plan.node_timeout;
         let expected = self.nodes.len();
-        self.pump(&mut rec, deadline, rep, |r| {
-            r.states.values().filter(|s| s.done || s.waiting).count() >= expected
-        });
+        self.pump(&mut rec, deadline, rep, |r| r.finished >= expected);
         let waiting: Vec<String> = rec
             .states
             .iter()
