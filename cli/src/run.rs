@@ -523,10 +523,16 @@ pub fn finish(
     };
     if let Some(Fetch { details, rep, .. }) = fetch {
         let job_text = format == OutputFormat::Text && report.snapshot.processes.len() > 1;
+        // What the output shows of what the records left out: the frames'
+        // addresses, in the text with --stacks (for the ranks it shows in
+        // detail), and everything in JSON. Else no round trip.
         let shown = match (&report.analysis, format) {
             _ if check => Some(Request::Every),
-            (Some(_), OutputFormat::Text) if job_text => Some(Request::Detail(report.detail_ranks(opts))),
-            (_, OutputFormat::Text | OutputFormat::Json) => Some(Request::Detail(None)),
+            (Some(_), OutputFormat::Text) if job_text && opts.stacks => {
+                Some(Request::Detail(report.detail_ranks(opts)))
+            }
+            (_, OutputFormat::Text) if opts.stacks => Some(Request::Detail(None)),
+            (_, OutputFormat::Json) => Some(Request::Detail(None)),
             _ => None,
         };
         match (shown, copy) {
