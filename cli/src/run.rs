@@ -444,6 +444,37 @@ pub struct Fetch<'a> {
     pub check: bool,
 }
 
+/// `--collect check`: every rank of every sample fetched whole and put
+/// into `copy` (the samples as the compact records gave them), analysed
+/// as `report` was; the report of the whole snapshots, or an error naming
+/// the first field in which the two analyses differ.
+fn checked(
+    report: &Report,
+    mut copy: Samples,
+    analyse: bool,
+    details: Details,
+    rep: &Reporter,
+) -> Result<Report, RunError> {
+    let mut whole = details.fetch(Request::Every, rep);
+    if let Some(previous) = copy.previous.as_mut() {
+        let earlier = whole.iter().filter(|(s, _)| *s == 0).map(|(_, p)| p.clone()).collect();
+        add_whole(previous, earlier);
+    }
+    let last = whole.iter().map(|(s, _)| *s).max();
+    whole.retain(|(s, _)| Some(*s) == last);
+    add_whole(&mut copy.current, whole.into_iter().map(|(_, p)| p).collect());
+    let whole_report = if analyse {
+        Report::analyzed(copy)
+    } else {
+        Report::plain(copy.current)
+    };
+    if let Some((compact, whole)) = first_difference(report, &whole_report) {
+        return Err(RunError::CompactDiffers { compact, whole });
+    }
+    rep.note("the compact records' analysis is the whole snapshots' (--collect check)");
+    Ok(whole_report)
+}
+
 /// The first field in which two reports' analyses differ, as
 /// `field: value` of each (values cut to 300 characters), or `None`.
 fn first_difference(a: &Report, b: &Report) -> Option<(String, String)> {
@@ -492,7 +523,7 @@ fn add_whole(snapshot: &mut Snapshot, whole: Vec<ProcessSnapshot>) {
 
 /// Analyses (when the command calls for it), renders, writes `--svg` and
 /// `--flamegraph`. Once per process: the report is never freed (the
-/// process ends with the command). With `details` (other nodes sent
+/// process ends with the command). With `fetch` (other nodes sent
 /// compact records), the ranks the output shows whole are fetched after
 /// the analysis ([`Details::fetch`]).
 pub fn finish(
@@ -536,26 +567,7 @@ pub fn finish(
             _ => None,
         };
         match (shown, copy) {
-            (Some(Request::Every), Some(mut copy)) => {
-                let mut whole = details.fetch(Request::Every, rep);
-                let earlier: Vec<ProcessSnapshot> = whole
-                    .iter()
-                    .filter(|(s, _)| *s == 0 && copy.previous.is_some())
-                    .map(|(_, p)| p.clone())
-                    .collect();
-                if let Some(previous) = copy.previous.as_mut() {
-                    add_whole(previous, earlier);
-                }
-                let last = whole.iter().map(|(s, _)| *s).max();
-                whole.retain(|(s, _)| Some(*s) == last);
-                add_whole(&mut copy.current, whole.into_iter().map(|(_, p)| p).collect());
-                let whole_report = Report::analyzed(copy);
-                if let Some((compact, whole)) = first_difference(&report, &whole_report) {
-                    return Err(RunError::CompactDiffers { compact, whole });
-                }
-                rep.note("the compact records' analysis is the whole snapshots' (--collect check)");
-                report = whole_report;
-            }
+            (Some(Request::Every), Some(copy)) => report = checked(&report, copy, analyse, details, rep)?,
             (Some(request), _) => {
                 let whole = details.fetch(request, rep);
                 add_whole(&mut report.snapshot, whole.into_iter().map(|(_, p)| p).collect());

@@ -12,9 +12,10 @@
 //! of that step on its node itself, by their environment.
 //!
 //! With `--compact` it sends compact records ([`super::wire::StackTable`]),
-//! keeps its last sample, and then reads one [`Request`] from its standard
-//! input: the ranks the front end shows in detail, which it sends whole.
-//! Its ranks run meanwhile (they were released after the last sample).
+//! keeps its samples whole, and then reads one [`Request`] from its
+//! standard input: the ranks the front end shows in detail (or every rank,
+//! or nothing), which it sends whole before it ends. Its ranks run
+//! meanwhile (they were released after each sample).
 //!
 //! A collector never leaves a rank stopped: ranks are released before
 //! anything is written, a terminating signal (the launcher ending its

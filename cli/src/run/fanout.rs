@@ -6,9 +6,9 @@
 //!
 //! With compact records ([`Plan::compact`]) the collectors wait after
 //! their samples, their standard input kept open, until the front end has
-//! made its analysis and names the ranks it shows in detail
-//! ([`Details::fetch`]); srun gives every collector that input
-//! (`--input=all`), ssh each its own.
+//! made its analysis and names the ranks it shows whole
+//! ([`Details::fetch`]) or lets them end ([`Details::close`]); srun gives
+//! every collector that input (`--input=all`), ssh each its own.
 //!
 //! Collectors are ended when the front end is: srun and ssh get SIGTERM
 //! when the front end dies ([`crate::signals::supervise_child`]), and srun then ends its
@@ -163,12 +163,13 @@ impl Received {
     }
 }
 
-/// Collectors that sent compact records and wait, each with its last
-/// sample whole, for the front end to name the ranks it shows in detail.
+/// Collectors that sent compact records and wait, each with its samples
+/// whole, for the front end to name the ranks it shows whole.
 pub struct Details {
     fanout: Option<Fanout>,
     rec: Received,
-    waiting: Vec<String>,
+    /// How many collectors wait.
+    waiting: usize,
 }
 
 impl Details {
@@ -183,13 +184,13 @@ impl Details {
         };
         rep.note(format_args!(
             "asking {} node(s) for {}",
-            self.waiting.len(),
+            self.waiting,
             request.line().trim_end()
         ));
         fanout.request(&request);
         self.rec.asked = true;
         let deadline = Instant::now() + fanout.plan.node_timeout;
-        let waiting = std::mem::take(&mut self.waiting).len();
+        let waiting = self.waiting;
         fanout.pump(&mut self.rec, deadline, rep, |r| r.done_after_ask >= waiting);
         fanout.end_launchers(rep);
         rep.note(format_args!("{} rank(s) received whole", self.rec.details.len()));
@@ -442,19 +443,14 @@ impl Fanout {
         let deadline = self.started + self.plan.node_timeout;
         let expected = self.nodes.len();
         self.pump(&mut rec, deadline, rep, |r| r.finished >= expected);
-        let waiting: Vec<String> = rec
-            .states
-            .iter()
-            .filter(|(_, s)| s.waiting && !s.done)
-            .map(|(n, _)| n.clone())
-            .collect();
-        if waiting.is_empty() {
+        let waiting = rec.states.values().filter(|s| s.waiting && !s.done).count();
+        if waiting == 0 {
             self.end_launchers(rep);
         }
         let states = std::mem::take(&mut rec.states);
         let job_size = rec.job_size;
         let gathered = self.gather(states, job_size);
-        let details = (!waiting.is_empty()).then(|| Details {
+        let details = (waiting > 0).then(|| Details {
             fanout: Some(self),
             rec,
             waiting,
