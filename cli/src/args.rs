@@ -293,6 +293,17 @@ early says why on its last line.")]
         #[arg(long)]
         json: bool,
     },
+    /// Print the lines that load mpiq into gdb or lldb at every start, for
+    /// this installation: append them to ~/.gdbinit or ~/.lldbinit.
+    #[command(after_help = "\
+Example: mpiq setup gdb >> ~/.gdbinit      mpiq setup lldb >> ~/.lldbinit
+Then `info mpi-queues` (gdb) and `mpi queues` (lldb) work in every session.
+Exit status 1, with what is missing, when this installation lacks the part.")]
+    Setup {
+        /// The debugger.
+        #[arg(value_enum)]
+        debugger: SetupDebugger,
+    },
     /// Answer the questions a debug library asks (symbols, types, fields,
     /// strings, memory), the way mpiq answers them (for checking mpiq
     /// against gdb). The same questions and output as lldb's `mpi lookup`.
@@ -321,6 +332,15 @@ pub const DEFAULT_INTERVAL_MS: u64 = 500;
 /// `mpiq job --node-timeout`'s default: seconds another node's collector
 /// may take.
 pub const DEFAULT_NODE_TIMEOUT_SECS: u64 = 30;
+
+/// The debugger `mpiq setup` prints the start-up lines of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SetupDebugger {
+    /// gdb: `source` of the gdb script (`info mpi-queues`).
+    Gdb,
+    /// lldb: `plugin load` of the plugin (`mpi queues`).
+    Lldb,
+}
 
 /// How other nodes' collectors send a job's ranks (`mpiq job --collect`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mpiq::{DumpOptions, UsageError};
 
-use crate::args::{Cli, CollectMode, Command, DumpArgs, OutputFormat};
+use crate::args::{Cli, CollectMode, Command, DumpArgs, OutputFormat, SetupDebugger};
 use crate::core::CoreProcess;
 use crate::handoff::Reopen;
 use crate::live::LiveProcess;
@@ -119,6 +119,25 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
             finish(one(run_replay(file, &opts)?), false, dump, &opts, Reopen::No, None)
         }
         Command::Watch(args) => watch::run(args),
+        Command::Setup { debugger } => {
+            let found = crate::handoff::debuggers(&crate::handoff::Environment::current());
+            let (name, lines) = match debugger {
+                SetupDebugger::Gdb => ("gdb", crate::handoff::gdb_setup(&found)),
+                SetupDebugger::Lldb => ("lldb", crate::handoff::lldb_setup(&found)),
+            };
+            let (stdout, status) = match lines {
+                Ok(lines) => (lines, None),
+                Err(why) => {
+                    eprintln!("mpiq: cannot set up {name}: {why}");
+                    (String::new(), Some(1))
+                }
+            };
+            Ok(Outcome {
+                stdout,
+                verdict: None,
+                status,
+            })
+        }
         Command::Stacks { pids, cores, exe, json } => run_stacks(pids, cores, exe.as_deref(), *json, &rep),
         Command::Lookup { pid, core, questions } => {
             let questions = questions.to_lookup()?;

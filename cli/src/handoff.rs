@@ -127,6 +127,56 @@ pub fn debuggers(env: &Environment) -> Debuggers {
     }
 }
 
+/// A part of this installation that `mpiq setup` would name is missing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetupError {
+    /// The part, and how to get it.
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// The lines that load mpiq into gdb at every start (for `~/.gdbinit`), as
+/// [`debuggers`] found its parts.
+pub fn gdb_setup(found: &Debuggers) -> Result<String, SetupError> {
+    let script = found.gdb_script.as_ref().map_err(|e| SetupError::Missing(e.clone()))?;
+    let mut out = String::from("# mpiq: `info mpi-queues` (from `mpiq setup gdb`)\n");
+    if let Some(lib) = &found.gdb_library {
+        // The script loads $MPIQ_LIB when set: this installation's.
+        out.push_str(&format!(
+            "python import os; os.environ.setdefault('MPIQ_LIB', {})\n",
+            python_string(&lib.display().to_string())
+        ));
+    }
+    out.push_str(&format!("source {}\n", script.display()));
+    Ok(out)
+}
+
+/// The lines that load mpiq into lldb at every start (for `~/.lldbinit`).
+pub fn lldb_setup(found: &Debuggers) -> Result<String, SetupError> {
+    let plugin = found.lldb_plugin.as_ref().map_err(|e| SetupError::Missing(e.clone()))?;
+    Ok(format!(
+        "# mpiq: `mpi queues` (from `mpiq setup lldb`)\nplugin load {}\n",
+        plugin.display()
+    ))
+}
+
+/// `s` as a Python string literal.
+fn python_string(s: &str) -> String {
+    let mut out = String::from("'");
+    for c in s.chars() {
+        match c {
+            '\\' | '\'' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
 /// `lldb` when `PATH` has it, else the newest `lldb-N` there, else `lldb`.
 fn lldb_name(path: Option<&std::ffi::OsStr>) -> String {
     let dirs: Vec<PathBuf> = path.map(|p| std::env::split_paths(p).collect()).unwrap_or_default();
@@ -317,5 +367,25 @@ mod tests {
         assert_eq!((d.gdb_script, d.gdb_library), (Ok(script), None));
         assert_eq!(d.lldb_plugin, Ok(plugin));
         assert!(lib.is_file());
+    }
+
+    #[test]
+    fn setup_lines_name_this_installations_files() {
+        let found = Debuggers {
+            gdb_script: Ok(PathBuf::from("/opt/mpiq/share/mpiq/gdb-python/mpiq.py")),
+            gdb_library: Some(PathBuf::from("/opt/it's/lib/libmpiq.so")),
+            lldb: "lldb".into(),
+            lldb_plugin: Err("libmpiq_lldb.so is not next to this mpiq".into()),
+        };
+        assert_eq!(
+            gdb_setup(&found).unwrap(),
+            "# mpiq: `info mpi-queues` (from `mpiq setup gdb`)\n\
+             python import os; os.environ.setdefault('MPIQ_LIB', '/opt/it\\'s/lib/libmpiq.so')\n\
+             source /opt/mpiq/share/mpiq/gdb-python/mpiq.py\n"
+        );
+        assert_eq!(
+            lldb_setup(&found).unwrap_err().to_string(),
+            "libmpiq_lldb.so is not next to this mpiq"
+        );
     }
 }
