@@ -16,14 +16,14 @@
 //! the error report.
 //!
 //! **Compact records** (`mpiq collect --compact`, what `mpiq job` asks for
-//! unless it prints JSON): each rank travels as what the analysis and the
-//! merged stacks read, and each distinct stack of a node once
-//! ([`StackTable`]: a frame whose function is named without its address,
-//! which ASLR makes differ from process to process, so ranks in the same
-//! place share their stacks). The collector then keeps its last sample
-//! whole and waits ([`Message::Waiting`]) for the front end to name, on
-//! its standard input, the ranks it shows in detail ([`Request`]); it sends
-//! those whole and ends.
+//! unless its output shows every rank): each rank travels as what the
+//! analysis and the merged stacks read, and each distinct stack of a node
+//! once ([`StackTable`]: a frame whose function is named without its
+//! address, which ASLR makes differ from process to process, so ranks in
+//! the same place share their stacks). The collector then keeps its
+//! samples whole and waits ([`Message::Waiting`]) for one [`Request`] on
+//! its standard input: the ranks the front end shows whole, or none; it
+//! sends those whole and ends.
 
 use std::collections::HashMap;
 
@@ -76,7 +76,7 @@ pub enum Message {
     Stack {
         /// Its id among this node's stacks.
         id: u32,
-        /// Its frames, innermost first (see [`compact_frames`]).
+        /// Its frames, innermost first (see [`compact_frame`]).
         frames: Vec<Frame>,
     },
     /// A sample is complete.
@@ -98,7 +98,7 @@ pub enum Message {
         error: String,
     },
     /// Every sample was sent as compact records; the collector holds its
-    /// last sample whole and waits for a [`Request`].
+    /// samples whole and waits for a [`Request`].
     Waiting,
     /// Everything was sent.
     Done,
