@@ -327,16 +327,11 @@ pub fn srun_main(args: &[String]) -> i32 {
             .map_while(Result::ok)
             .find_map(|l| WireRequest::parse(&l));
         let last = samples.saturating_sub(1);
-        let asked: Vec<(usize, u8)> = match request {
-            Some(WireRequest::Every) => (0..samples).flat_map(|k| (0..total).map(move |g| (g, k))).collect(),
-            Some(WireRequest::Detail(None)) => (0..total).map(|g| (g, last)).collect(),
-            Some(WireRequest::Detail(Some(ranks))) => ranks
-                .iter()
-                .filter_map(|&r| usize::try_from(r).ok().filter(|&r| r < total))
-                .map(|g| (g, last))
-                .collect(),
-            _ => Vec::new(),
-        };
+        let request = request.unwrap_or(WireRequest::End);
+        let asked: Vec<(usize, u8)> = (0..samples)
+            .flat_map(|k| (0..total).map(move |g| (g, k)))
+            .filter(|&(g, k)| request.wants(k, last, Some(g as i64)))
+            .collect();
         for (g, k) in asked {
             if let Some(m) = placed(g, k) {
                 if !send(&mut out, g / per_node, &m) {

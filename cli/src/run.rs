@@ -541,12 +541,7 @@ pub fn finish(
             || dump.svg.is_some()
             || matches!(format, OutputFormat::Dot | OutputFormat::Csv));
     let check = fetch.as_ref().is_some_and(|f| f.check);
-    let copy = check.then(|| Samples {
-        current: samples.current.clone(),
-        previous: samples.previous.clone(),
-        interval_ms: samples.interval_ms,
-        second_failed: samples.second_failed.clone(),
-    });
+    let copy = check.then(|| samples.clone());
     let mut report = if analyse {
         Report::analyzed(samples)
     } else {

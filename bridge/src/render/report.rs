@@ -18,7 +18,7 @@ use crate::stacks::tree::{Mode, StackTree};
 
 /// The samples of one command: the last snapshot and, for a live job, the
 /// one before it.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Samples {
     /// The snapshot shown.
     pub current: Snapshot,

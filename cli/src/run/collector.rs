@@ -325,16 +325,9 @@ pub fn run_collector(req: &CollectRequest, options: &[String], rep: &Reporter) -
         out.send(&Message::Waiting);
         let request = next_request(std::io::stdin().lock()).unwrap_or(Request::End);
         rep.note(format_args!("asked for {}", request.line().trim_end()));
-        let last = kept.iter().map(|(s, _)| *s).max();
+        let last = kept.iter().map(|(s, _)| *s).max().unwrap_or_default();
         for (sample, p) in kept {
-            let asked = match &request {
-                Request::Every => true,
-                Request::Detail(_) if Some(sample) != last => false,
-                Request::Detail(None) => true,
-                Request::Detail(Some(r)) => p.world_rank.is_some_and(|w| r.contains(&i64::from(w))),
-                Request::End => false,
-            };
-            if asked {
+            if request.wants(sample, last, p.world_rank.map(i64::from)) {
                 out.send(&Message::process(sample, p));
             }
         }

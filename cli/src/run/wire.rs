@@ -249,6 +249,18 @@ impl Request {
         }
     }
 
+    /// Whether the request asks for the rank `world_rank` as sample
+    /// `sample` read it (`last`: the collector's last sample).
+    pub fn wants(&self, sample: u8, last: u8, world_rank: Option<i64>) -> bool {
+        match self {
+            Request::Every => true,
+            Request::Detail(_) if sample != last => false,
+            Request::Detail(None) => true,
+            Request::Detail(Some(r)) => world_rank.is_some_and(|w| r.contains(&w)),
+            Request::End => false,
+        }
+    }
+
     /// A request line; `None` for anything else.
     pub fn parse(line: &str) -> Option<Request> {
         let mut w = line.split_whitespace();
@@ -630,6 +642,10 @@ mod tests {
             assert_eq!(Request::parse(line.trim_end()), Some(r));
         }
         assert_eq!(Request::parse("n1 4242 0"), None, "a table line is no request");
+        let some = Request::Detail(Some(vec![3]));
+        assert!(some.wants(1, 1, Some(3)) && !some.wants(0, 1, Some(3)) && !some.wants(1, 1, Some(4)));
+        assert!(Request::Detail(None).wants(1, 1, None) && !Request::Detail(None).wants(0, 1, None));
+        assert!(Request::Every.wants(0, 1, None) && !Request::End.wants(1, 1, Some(3)));
         assert_eq!(Request::parse("detail 1 x"), None);
     }
 
