@@ -217,6 +217,73 @@ pub(crate) fn moved(now: &BTreeMap<i64, Place>, before: &BTreeMap<i64, Place>) -
     out
 }
 
+/// Fills what a call's arguments lack now from the previous sample, where
+/// that sample shows the rank in the same call with the same calling
+/// frames' contents (an equal digest, [`crate::stacks::state`]): the same
+/// frames passed the same arguments. A thread stopped where the compiler
+/// no longer keeps `comm` (MPICH's `internal_Iprobe` after its
+/// `MPID_Iprobe` returned) has its communicator from the sample that
+/// caught it earlier in the call. Only a previous reading that agrees with
+/// every value read now and recovers more replaces it.
+pub(crate) fn carry_args(now: &mut BTreeMap<i64, Place>, before: &BTreeMap<i64, Place>, snap: &Snapshot, job: &Job) {
+    for (r, place) in now.iter_mut() {
+        let (Place::InMpi(calls), Some(Place::InMpi(then))) = (place, before.get(r)) else {
+            continue;
+        };
+        if !same_calls(calls, then) {
+            continue;
+        }
+        let Some(p) = job.procs.get(r).and_then(|&pi| snap.processes.get(pi)) else {
+            continue;
+        };
+        for (c, t) in calls.iter_mut().zip(then) {
+            let (Some(a), Some(b)) = (&c.args, &t.args) else {
+                continue;
+            };
+            if a.state.is_none() || !recovers_more(b, a) {
+                continue;
+            }
+            let mut better = b.clone();
+            better.state = a.state.clone();
+            c.comm = better
+                .communicator
+                .as_ref()
+                .and_then(|id| p.communicators.iter().position(|k| &k.id == id));
+            c.args = Some(better);
+        }
+    }
+}
+
+/// Whether `more` has every argument `less` has, with the same value, and
+/// at least one more.
+fn recovers_more(more: &MpiCall, less: &MpiCall) -> bool {
+    fn cmp<T: PartialEq>(m: &Option<T>, l: &Option<T>, extra: &mut bool) -> bool {
+        match (m, l) {
+            (Some(x), Some(y)) => x == y,
+            (Some(_), None) => {
+                *extra = true;
+                true
+            }
+            (None, Some(_)) => false,
+            (None, None) => true,
+        }
+    }
+    let mut extra = false;
+    let flags = |c: &MpiCall| (c.any_source.then_some(()), c.any_tag.then_some(()));
+    let ((ms, mt), (ls, lt)) = (flags(more), flags(less));
+    more.call == less.call
+        && more.tid == less.tid
+        && cmp(&more.communicator, &less.communicator, &mut extra)
+        && cmp(&more.comm_handle, &less.comm_handle, &mut extra)
+        && cmp(&more.peer, &less.peer, &mut extra)
+        && cmp(&ms, &ls, &mut extra)
+        && cmp(&more.tag, &less.tag, &mut extra)
+        && cmp(&mt, &lt, &mut extra)
+        && cmp(&more.root, &less.root, &mut extra)
+        && cmp(&more.buffer, &less.buffer, &mut extra)
+        && extra
+}
+
 /// A place in a few words, for "moved from ... to ...".
 fn short(p: &Place) -> String {
     match p {

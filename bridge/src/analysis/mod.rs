@@ -126,8 +126,11 @@ pub fn analyze_owned(
     }
     notes.append(&mut matching.notes);
     // Where each rank is, now and in the previous sample.
-    let places = calls::places(&snap, &job);
+    let mut places = calls::places(&snap, &job);
     let before = previous.map(|prev| calls::places(prev, &job::Job::new(prev)));
+    if let Some(b) = &before {
+        calls::carry_args(&mut places, b, &snap, &job);
+    }
     let confirmed = |r: i64| {
         let (Some(b), Some(calls::Place::InMpi(now))) = (&before, places.get(&r)) else {
             return false;

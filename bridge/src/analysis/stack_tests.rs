@@ -128,6 +128,116 @@ fn an_unrecovered_communicator_is_unknown_on_one_sample_and_a_stall_on_two() {
     assert!(moved.progressing.contains(&2));
 }
 
+/// `barrier_vs_recv` with every call's calling frames digested as `state`,
+/// and rank 0's communicator unread (as where the compiler dropped it).
+fn digested(comm_of_rank_0: bool, state: &str) -> Snapshot {
+    let mut s = barrier_vs_recv(4, true);
+    for p in &mut s.processes {
+        for c in &mut p.stacks.as_mut().unwrap().calls {
+            c.state = Some(state.into());
+        }
+    }
+    if !comm_of_rank_0 {
+        let c = &mut s.processes[0].stacks.as_mut().unwrap().calls[0];
+        c.communicator = None;
+        c.why = Some("comm: optimised out, or not known to the debugger".into());
+    }
+    s
+}
+
+#[test]
+fn an_argument_unread_now_comes_from_the_previous_sample_of_the_same_frames() {
+    let whole = analyze_samples(&digested(true, "d"), Some(&digested(true, "d")), Some(200));
+    assert!(
+        whole.summary.contains("rank 0 is in MPI_Barrier on MPI_COMM_WORLD"),
+        "{}",
+        whole.summary
+    );
+    // Unread now, read by the previous sample with the same frames: the
+    // verdict says what the complete samples say.
+    let carried = analyze_samples(&digested(false, "d"), Some(&digested(true, "d")), Some(200));
+    assert_eq!(carried.verdict, whole.verdict);
+    assert_eq!(carried.summary, whole.summary);
+    assert_eq!(carried.cycles, whole.cycles);
+    // Not from frames whose contents changed, nor without a digest, nor
+    // from a reading that contradicts one of now.
+    let changed = analyze_samples(&digested(false, "d"), Some(&digested(true, "e")), Some(200));
+    assert!(
+        !changed.summary.contains("rank 0 is in MPI_Barrier on MPI_COMM_WORLD"),
+        "{}",
+        changed.summary
+    );
+    let mut bare = digested(false, "d");
+    bare.processes[0].stacks.as_mut().unwrap().calls[0].state = None;
+    let mut bare_before = digested(true, "d");
+    bare_before.processes[0].stacks.as_mut().unwrap().calls[0].state = None;
+    let undigested = analyze_samples(&bare, Some(&bare_before), Some(200));
+    assert!(
+        !undigested
+            .summary
+            .contains("rank 0 is in MPI_Barrier on MPI_COMM_WORLD"),
+        "{}",
+        undigested.summary
+    );
+    let mut other = digested(true, "d");
+    other.processes[0].stacks.as_mut().unwrap().calls[0].comm_handle = Some("0x2".into());
+    let mut now = digested(false, "d");
+    now.processes[0].stacks.as_mut().unwrap().calls[0].comm_handle = Some("0x1".into());
+    let contradicted = analyze_samples(&now, Some(&other), Some(200));
+    assert!(
+        !contradicted
+            .summary
+            .contains("rank 0 is in MPI_Barrier on MPI_COMM_WORLD"),
+        "{}",
+        contradicted.summary
+    );
+}
+
+/// examples/livelock.c on 3 ranks: every rank in `MPI_Iprobe` from line 32,
+/// but `computing` is caught in its loop, between two calls.
+fn iprobe_loop(computing: Option<i32>) -> Snapshot {
+    let ps = (0..3)
+        .map(|r| {
+            let tid = 100 + r as u64;
+            if Some(r) == computing {
+                let t = ThreadStack {
+                    tid,
+                    frames: vec![frame("main", APP, Some(31))],
+                    ..ThreadStack::default()
+                };
+                return with(process(r, vec![world(3, r.into())]), vec![t], Vec::new());
+            }
+            let mut a = args(tid, "iprobe", Some("0"));
+            a.any_source = true;
+            a.tag = Some(99);
+            a.state = Some("d".into());
+            with(
+                process(r, vec![world(3, r.into())]),
+                vec![in_mpi(tid, "PMPI_Iprobe", 32)],
+                vec![a],
+            )
+        })
+        .collect();
+    snapshot(ps)
+}
+
+#[test]
+fn a_rank_that_moved_is_named_with_the_ranks_still_waiting_never_an_all_clear() {
+    let a = analyze_samples(&iprobe_loop(None), Some(&iprobe_loop(Some(1))), Some(700));
+    assert_eq!(a.verdict, Verdict::NoDeadlock, "{a:#?}");
+    assert_eq!(
+        a.summary,
+        "no deadlock: the queues changed between two samples 700 ms apart: the job is progressing (rank 1: it \
+         moved from computing to MPI_Iprobe from main (app.c:32)); ranks 0 and 2 wait in MPI_Iprobe on \
+         MPI_COMM_WORLD (app.c:32)"
+    );
+    // The same samples the other way round: rank 1 is computing now, and
+    // the others wait for it.
+    let b = analyze_samples(&iprobe_loop(Some(1)), Some(&iprobe_loop(None)), Some(700));
+    assert!(b.summary.contains("for rank 1"), "{}", b.summary);
+    assert!(!b.summary.contains("no deadlock found"), "{}", b.summary);
+}
+
 #[test]
 fn every_rank_in_the_same_barrier_completes() {
     let n = 3;

@@ -92,6 +92,34 @@ fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> 
     )))
 }
 
+/// "No deadlock: the job is progressing", with who moved and where the
+/// ranks that did not move wait (at most four places each).
+fn moved_words(inp: &Inputs<'_>, words: &str) -> String {
+    let Some(p) = &inp.progress else {
+        return format!("no deadlock: {words}");
+    };
+    let st = &inp.stacks;
+    let moved: Vec<i64> = p.changed.keys().copied().collect();
+    let waiting: Vec<i64> = st
+        .places
+        .iter()
+        .filter(|(r, place)| matches!(place, Place::InMpi(_)) && !p.changed.contains_key(r))
+        .map(|(&r, _)| r)
+        .collect();
+    let mut out = format!("no deadlock: {words}");
+    if let Some((r, why)) = p.changed.iter().next() {
+        if moved.len() == 1 {
+            out.push_str(&format!(" (rank {r}: {why})"));
+        } else {
+            out.push_str(&format!(" ({} moved; rank {r}: {why})", ranks_words(&moved)));
+        }
+    }
+    if let Some(w) = ranks_said(st.snap, inp.job, st.places, &waiting, 4) {
+        out.push_str(&format!("; {w}"));
+    }
+    out
+}
+
 /// What the stall rule found, when its conditions held.
 enum Stall {
     /// No rank can make progress: why.
@@ -507,6 +535,10 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
             (Some(w), Some(words), false) => format!("no deadlock: {w}; {words}"),
             (Some(w), _, _) => format!("no deadlock: {w}"),
             (None, Some(words), false) => format!("no deadlock: {words}"),
+            // Ranks moved between the samples while others sit in MPI: the
+            // moving ranks are named with where they went, and the others
+            // with where they wait, never the all-clear.
+            (None, Some(words), true) => moved_words(&inp, words),
             _ => "no deadlock found: every pending receive has a matching send or the sender can still run".to_string(),
         },
     };
