@@ -3,17 +3,23 @@
 //! [`mpiq::render::handoff`]); only files that exist are named, else the
 //! report says how to get them.
 //!
-//! - gdb's `mpiq.py`: `<prefix>/share/mpiq/gdb-python/mpiq.py` for an
-//!   installed `<prefix>/bin/mpiq`, `<checkout>/gdb-python/mpiq.py` for a
+//! An installation (the wheel, the tarball: `scripts/package`) is a prefix:
+//! `bin/mpiq`, `bin/mpiq-dllhost`, `lib/libmpiq.so`,
+//! `lib/mpiq/lldb/libmpiq_lldb.so`, `share/mpiq/gdb/mpiq.py`.
+//!
+//! - gdb's `mpiq.py`: `<prefix>/share/mpiq/gdb/mpiq.py` for an installed
+//!   `<prefix>/bin/mpiq`, `<checkout>/gdb-python/mpiq.py` for a
 //!   `<checkout>/target/<profile>/mpiq`, else the checkout this mpiq was
-//!   built from (a `CARGO_TARGET_DIR` elsewhere).
-//! - its `libmpiq.so`: the one next to `mpiq` (the same build), given as
-//!   `MPIQ_LIB=...` unless `mpiq.py` finds that very file by itself (next
-//!   to it, or in `../target/release/`); without one next to `mpiq`, the
-//!   one `mpiq.py` finds itself or `$MPIQ_LIB`.
+//!   built from (a `CARGO_TARGET_DIR` elsewhere; never for a packaged
+//!   build, which knows no checkout).
+//! - its `libmpiq.so`: the one of this build (next to `mpiq`, or
+//!   `<prefix>/lib/`), given as `MPIQ_LIB=...` unless `mpiq.py` finds that
+//!   very file by itself (next to it, `../../../lib/` of an installation,
+//!   `../target/release/` of a checkout); without one, the one `mpiq.py`
+//!   finds itself or `$MPIQ_LIB`.
 //! - lldb's `libmpiq_lldb.so`: next to `mpiq`, or
-//!   `<prefix>/lib/mpiq/libmpiq_lldb.so`; lldb itself: `lldb` on `PATH`,
-//!   else the newest `lldb-N`.
+//!   `<prefix>/lib/mpiq/lldb/libmpiq_lldb.so`; lldb itself: `lldb` on
+//!   `PATH`, else the newest `lldb-N`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -21,8 +27,14 @@ use std::path::{Path, PathBuf};
 use mpiq::render::handoff::{Debuggers, Handoff, Opener};
 use mpiq::Snapshot;
 
-/// The checkout this mpiq was built from.
-const SOURCE_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+/// The checkout this mpiq was built from; none in a packaged build
+/// (`scripts/package` sets `MPIQ_PACKAGE`), which must carry no path of
+/// the machine that built it.
+const SOURCE_ROOT: Option<&str> = if option_env!("MPIQ_PACKAGE").is_some() {
+    None
+} else {
+    Some(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+};
 
 /// What the search looks at: the running mpiq, the checkout it was built
 /// from, `PATH`, `$MPIQ_LIB`.
@@ -30,8 +42,8 @@ const SOURCE_ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 pub struct Environment {
     /// The running `mpiq`.
     pub exe: Option<PathBuf>,
-    /// The checkout it was built from.
-    pub source_root: PathBuf,
+    /// The checkout it was built from (none for a packaged build).
+    pub source_root: Option<PathBuf>,
     /// `$PATH`.
     pub path: Option<OsString>,
     /// `$MPIQ_LIB` (gdb's `mpiq.py` loads that library when set).
@@ -43,7 +55,7 @@ impl Environment {
     pub fn current() -> Environment {
         Environment {
             exe: std::env::current_exe().ok(),
-            source_root: PathBuf::from(SOURCE_ROOT),
+            source_root: SOURCE_ROOT.map(PathBuf::from),
             path: std::env::var_os("PATH"),
             mpiq_lib: std::env::var_os("MPIQ_LIB").filter(|v| !v.is_empty()),
         }
@@ -65,17 +77,21 @@ pub fn debuggers(env: &Environment) -> Debuggers {
     let up = |n: usize| bin.and_then(|b| b.ancestors().nth(n)).map(Path::to_path_buf);
     let script = first_file(
         [
-            up(1).map(|p| p.join("share/mpiq/gdb-python/mpiq.py")),
+            up(1).map(|p| p.join("share/mpiq/gdb/mpiq.py")),
             up(2).map(|p| p.join("gdb-python/mpiq.py")),
-            Some(env.source_root.join("gdb-python/mpiq.py")),
+            env.source_root.as_ref().map(|r| r.join("gdb-python/mpiq.py")),
         ]
         .into_iter()
         .flatten(),
     );
-    let here = bin
-        .map(|b| b.join("libmpiq.so"))
-        .filter(|p| p.is_file())
-        .map(|p| real(&p));
+    let here = first_file(
+        [
+            bin.map(|b| b.join("libmpiq.so")),
+            up(1).map(|p| p.join("lib/libmpiq.so")),
+        ]
+        .into_iter()
+        .flatten(),
+    );
     let (gdb_script, gdb_library) = match script {
         None => (
             Err(
@@ -88,7 +104,11 @@ pub fn debuggers(env: &Environment) -> Debuggers {
         Some(script) => {
             let dir = script.parent().unwrap_or(Path::new("/"));
             // What mpiq.py loads by itself ($MPIQ_LIB aside).
-            let own = first_file([dir.join("libmpiq.so"), dir.join("../target/release/libmpiq.so")]);
+            let own = first_file([
+                dir.join("libmpiq.so"),
+                dir.join("../../../lib/libmpiq.so"),
+                dir.join("../target/release/libmpiq.so"),
+            ]);
             match here {
                 Some(lib) if own.as_ref() == Some(&lib) && env.mpiq_lib.is_none() => (Ok(script), None),
                 Some(lib) => (Ok(script), Some(lib)),
@@ -107,7 +127,7 @@ pub fn debuggers(env: &Environment) -> Debuggers {
     let plugin = first_file(
         [
             bin.map(|b| b.join("libmpiq_lldb.so")),
-            up(1).map(|p| p.join("lib/mpiq/libmpiq_lldb.so")),
+            up(1).map(|p| p.join("lib/mpiq/lldb/libmpiq_lldb.so")),
         ]
         .into_iter()
         .flatten(),
@@ -157,7 +177,7 @@ pub fn lldb_setup(found: &Debuggers) -> Result<String, SetupError> {
     let plugin = found.lldb_plugin.as_ref().map_err(|e| SetupError::Missing(e.clone()))?;
     Ok(format!(
         "# mpiq: `mpi queues` (from `mpiq setup lldb`)\nplugin load {}\n",
-        plugin.display()
+        mpiq::render::handoff::lldb_arg(plugin)
     ))
 }
 
@@ -298,7 +318,7 @@ mod tests {
         t.file("bin/lldb-16");
         let env = Environment {
             exe: Some(exe),
-            source_root: t.0.join("nowhere"),
+            source_root: Some(t.0.join("nowhere")),
             path: Some(t.0.join("bin").into_os_string()),
             mpiq_lib: None,
         };
@@ -326,7 +346,7 @@ mod tests {
         let script = t.file("src/gdb-python/mpiq.py");
         let env = Environment {
             exe: Some(exe),
-            source_root: t.0.join("src"),
+            source_root: Some(t.0.join("src")),
             path: None,
             mpiq_lib: None,
         };
@@ -342,7 +362,7 @@ mod tests {
         assert!(why.contains("cargo build --release -p mpiq-bridge"), "{why}");
         // No script either.
         let env = Environment {
-            source_root: t.0.join("gone"),
+            source_root: Some(t.0.join("gone")),
             ..env
         };
         assert!(debuggers(&env)
@@ -355,24 +375,40 @@ mod tests {
     fn an_installed_mpiq_finds_share_and_lib() {
         let t = Tree::new("installed");
         let exe = t.file("usr/bin/mpiq");
-        let script = t.file("usr/share/mpiq/gdb-python/mpiq.py");
-        let lib = t.file("usr/share/mpiq/gdb-python/libmpiq.so");
-        let plugin = t.file("usr/lib/mpiq/libmpiq_lldb.so");
-        let d = debuggers(&Environment {
+        let script = t.file("usr/share/mpiq/gdb/mpiq.py");
+        let lib = t.file("usr/lib/libmpiq.so");
+        let plugin = t.file("usr/lib/mpiq/lldb/libmpiq_lldb.so");
+        let env = Environment {
             exe: Some(exe),
-            source_root: t.0.join("gone"),
+            source_root: None,
             path: None,
             mpiq_lib: None,
-        });
-        assert_eq!((d.gdb_script, d.gdb_library), (Ok(script), None));
+        };
+        let d = debuggers(&env);
+        // mpiq.py finds <prefix>/lib/libmpiq.so itself.
+        assert_eq!((d.gdb_script, d.gdb_library), (Ok(script.clone()), None));
         assert_eq!(d.lldb_plugin, Ok(plugin));
-        assert!(lib.is_file());
+        // With $MPIQ_LIB set elsewhere, this installation's is named.
+        let d = debuggers(&Environment {
+            mpiq_lib: Some("/elsewhere/libmpiq.so".into()),
+            ..env.clone()
+        });
+        assert_eq!((d.gdb_script, d.gdb_library), (Ok(script), Some(lib.clone())));
+        // Without the library, the script is not offered.
+        std::fs::remove_file(&lib).unwrap();
+        assert!(debuggers(&env).gdb_script.unwrap_err().contains("needs libmpiq.so"));
+        // A packaged build knows no checkout: nothing found is said so.
+        std::fs::remove_file(t.0.join("usr/share/mpiq/gdb/mpiq.py")).unwrap();
+        assert!(debuggers(&env)
+            .gdb_script
+            .unwrap_err()
+            .contains("gdb-python/mpiq.py was not found"));
     }
 
     #[test]
     fn setup_lines_name_this_installations_files() {
         let found = Debuggers {
-            gdb_script: Ok(PathBuf::from("/opt/mpiq/share/mpiq/gdb-python/mpiq.py")),
+            gdb_script: Ok(PathBuf::from("/opt/mpiq/share/mpiq/gdb/mpiq.py")),
             gdb_library: Some(PathBuf::from("/opt/it's/lib/libmpiq.so")),
             lldb: "lldb".into(),
             lldb_plugin: Err("libmpiq_lldb.so is not next to this mpiq".into()),
@@ -381,11 +417,24 @@ mod tests {
             gdb_setup(&found).unwrap(),
             "# mpiq: `info mpi-queues` (from `mpiq setup gdb`)\n\
              python import os; os.environ.setdefault('MPIQ_LIB', '/opt/it\\'s/lib/libmpiq.so')\n\
-             source /opt/mpiq/share/mpiq/gdb-python/mpiq.py\n"
+             source /opt/mpiq/share/mpiq/gdb/mpiq.py\n"
         );
         assert_eq!(
             lldb_setup(&found).unwrap_err().to_string(),
             "libmpiq_lldb.so is not next to this mpiq"
         );
+        // gdb's `source` takes the rest of its line; lldb's `plugin load` one word.
+        let spaced = Debuggers {
+            gdb_script: Ok(PathBuf::from("/opt/some where/share/mpiq/gdb/mpiq.py")),
+            gdb_library: None,
+            lldb_plugin: Ok(PathBuf::from("/opt/some where/lib/mpiq/lldb/libmpiq_lldb.so")),
+            ..found
+        };
+        assert!(gdb_setup(&spaced)
+            .unwrap()
+            .ends_with("\nsource /opt/some where/share/mpiq/gdb/mpiq.py\n"));
+        assert!(lldb_setup(&spaced)
+            .unwrap()
+            .ends_with("\nplugin load \"/opt/some where/lib/mpiq/lldb/libmpiq_lldb.so\"\n"));
     }
 }

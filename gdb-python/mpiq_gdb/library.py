@@ -19,6 +19,9 @@ def candidates():
         return [env]
     return [
         os.path.join(HERE, "libmpiq.so"),
+        # An installation (the wheel, the tarball): <prefix>/share/mpiq/gdb/
+        # holds this script, <prefix>/lib/ the library.
+        os.path.normpath(os.path.join(HERE, "..", "..", "..", "lib", "libmpiq.so")),
         os.path.normpath(os.path.join(HERE, "..", "target", "release", "libmpiq.so")),
     ]
 
@@ -31,7 +34,7 @@ def _open():
         raise gdb.GdbError(
             f"mpiq: libmpiq.so not found (looked for {' and '.join(tried)}); "
             "build it with `cargo build --release` in the mpiq checkout, or set "
-            "MPIQ_LIB to its path")
+            "MPIQ_LIB to its path; `mpiq setup gdb` prints the lines for this installation")
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:

@@ -14,17 +14,30 @@ use super::transport::LineReader;
 
 /// Where `mpiq-dllhost` is: `$MPIQ_DLLHOST`, else next to the executable or
 /// shared library this code is in (or one directory up, for test binaries
-/// in `target/*/deps`).
+/// in `target/*/deps`), else in the `bin/` of the installation it is part
+/// of: `<prefix>/lib/libmpiq.so` (gdb) and
+/// `<prefix>/lib/mpiq/lldb/libmpiq_lldb.so` (lldb) use
+/// `<prefix>/bin/mpiq-dllhost`.
 pub fn dllhost_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("MPIQ_DLLHOST") {
         let p = PathBuf::from(p);
         return p.is_file().then_some(p);
     }
     let here = sys::this_object().or_else(|| std::env::current_exe().ok())?;
-    let dir = here.parent()?;
-    [dir.join(DLLHOST), dir.parent()?.join(DLLHOST)]
-        .into_iter()
-        .find(|p| p.is_file())
+    candidates(here.parent()?).into_iter().find(|p| p.is_file())
+}
+
+/// The places [`dllhost_path`] looks at for an object in `dir`.
+fn candidates(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.join(DLLHOST)];
+    out.extend(dir.parent().map(|d| d.join(DLLHOST)));
+    if dir.ends_with("lib") {
+        out.extend(dir.parent().map(|p| p.join("bin").join(DLLHOST)));
+    }
+    if dir.ends_with("lib/mpiq/lldb") {
+        out.extend(dir.ancestors().nth(3).map(|p| p.join("bin").join(DLLHOST)));
+    }
+    out
 }
 
 /// A running helper: its process, this process's end of its socket, and
@@ -117,5 +130,31 @@ impl Drop for Helper {
         // Already ended (its status collected) or not: it ends now.
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_installations_libraries_use_its_bin() {
+        let p = |s: &str| PathBuf::from(s).join(DLLHOST);
+        assert_eq!(
+            candidates(Path::new("/opt/mpiq/lib")),
+            vec![p("/opt/mpiq/lib"), p("/opt/mpiq"), p("/opt/mpiq/bin")]
+        );
+        assert_eq!(
+            candidates(Path::new("/opt/mpiq/lib/mpiq/lldb")),
+            vec![
+                p("/opt/mpiq/lib/mpiq/lldb"),
+                p("/opt/mpiq/lib/mpiq"),
+                p("/opt/mpiq/bin")
+            ]
+        );
+        assert_eq!(
+            candidates(Path::new("/co/target/release/deps")),
+            vec![p("/co/target/release/deps"), p("/co/target/release")]
+        );
     }
 }

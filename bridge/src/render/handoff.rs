@@ -130,7 +130,7 @@ pub fn shell_quote(word: &str) -> String {
 
 /// A path as an argument of an lldb command: in double quotes when it holds
 /// a space or a quote (lldb splits its commands' arguments at spaces).
-fn lldb_arg(path: &Path) -> String {
+pub fn lldb_arg(path: &Path) -> String {
     let s = path.display().to_string();
     if s.chars()
         .any(|c| c.is_whitespace() || c == '"' || c == '\'' || c == '\\')
