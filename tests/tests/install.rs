@@ -133,6 +133,27 @@ fn four_checks(what: &str, bin: &Path, cwd: &Path) {
         );
     }
 
+    // The text report's lines that open a rank in gdb and lldb name the installed files.
+    let r = run_within(
+        as_user(&mpiq, bin, cwd).args(["job", "--starter", &starter]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(r.code(), Some(3), "{what}: {}", r.all());
+    let prefix = bin.parent().unwrap();
+    for (debugger, file) in [
+        ("gdb", "share/mpiq/gdb/mpiq.py"),
+        ("lldb", "lib/mpiq/lldb/libmpiq_lldb.so"),
+    ] {
+        let want = prefix.join(file).display().to_string();
+        assert!(
+            r.stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with(debugger) && l.contains(&want)),
+            "{what}: no {debugger} line with {want}:\n{}",
+            r.stdout
+        );
+    }
+
     // 2. gdb and lldb through the lines mpiq setup prints, on rank 1 of that job.
     let pid = job.pid_of(1).to_string();
     let want = [
