@@ -135,7 +135,8 @@ pub fn debuggers(env: &Environment) -> Debuggers {
     let lldb_plugin = plugin.ok_or_else(|| {
         format!(
             "libmpiq_lldb.so is not next to this mpiq{}: build it (`cargo build --release -p mpiq-lldb`, \
-             lldb-plugin/README.md) and `plugin load` it",
+             lldb-plugin/README.md) and `plugin load` it, or install mpiq from its wheel or tarball \
+             (`scripts/package`), which hold it",
             bin.map(|b| format!(" ({})", b.display())).unwrap_or_default()
         )
     });
