@@ -1,0 +1,106 @@
+/*
+ * internal.h - what the two halves of the recorder share: recorder.c (the
+ * tables, the MPI underneath, MPI_Init and MPI_Finalize) and calls.c (the
+ * other MPI_X functions). Not part of the format (mpiq_recorder.h).
+ */
+#ifndef MPIQ_RECORDER_INTERNAL_H
+#define MPIQ_RECORDER_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mpiq_recorder.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+#pragma GCC visibility push(hidden)
+
+/* A handle of either ABI: a pointer, or an int in the low 32 bits. */
+typedef uintptr_t H;
+
+#define PMPI_FUNCTIONS(X)                                                          \
+    X(Init, int, (int *, char ***))                                                \
+    X(Init_thread, int, (int *, char ***, int, int *))                             \
+    X(Finalize, int, (void))                                                       \
+    X(Comm_rank, int, (H, int *))                                                  \
+    X(Comm_size, int, (H, int *))                                                  \
+    X(Comm_test_inter, int, (H, int *))                                            \
+    X(Comm_group, int, (H, void *))                                                \
+    X(Group_translate_ranks, int, (H, int, const int *, H, int *))                 \
+    X(Group_free, int, (void *))                                                   \
+    X(Type_size, int, (H, int *))                                                  \
+    X(Send, int, (const void *, int, H, int, int, H))                              \
+    X(Ssend, int, (const void *, int, H, int, int, H))                             \
+    X(Bsend, int, (const void *, int, H, int, int, H))                             \
+    X(Rsend, int, (const void *, int, H, int, int, H))                             \
+    X(Isend, int, (const void *, int, H, int, int, H, void *))                     \
+    X(Issend, int, (const void *, int, H, int, int, H, void *))                    \
+    X(Ibsend, int, (const void *, int, H, int, int, H, void *))                    \
+    X(Irsend, int, (const void *, int, H, int, int, H, void *))                    \
+    X(Recv, int, (void *, int, H, int, int, H, void *))                            \
+    X(Irecv, int, (void *, int, H, int, int, H, void *))                           \
+    X(Sendrecv, int, (const void *, int, H, int, int, void *, int, H, int, int, H, void *)) \
+    X(Probe, int, (int, int, H, void *))                                           \
+    X(Iprobe, int, (int, int, H, int *, void *))                                   \
+    X(Wait, int, (void *, void *))                                                 \
+    X(Test, int, (void *, int *, void *))                                          \
+    X(Waitall, int, (int, void *, void *))                                         \
+    X(Waitany, int, (int, void *, int *, void *))                                  \
+    X(Waitsome, int, (int, void *, int *, int *, void *))                          \
+    X(Testall, int, (int, void *, int *, void *))                                  \
+    X(Testany, int, (int, void *, int *, int *, void *))                           \
+    X(Testsome, int, (int, void *, int *, int *, void *))                          \
+    X(Request_free, int, (void *))                                                 \
+    X(Barrier, int, (H))                                                           \
+    X(Bcast, int, (void *, int, H, int, H))                                        \
+    X(Reduce, int, (const void *, void *, int, H, H, int, H))                      \
+    X(Allreduce, int, (const void *, void *, int, H, H, H))                        \
+    X(Gather, int, (const void *, int, H, void *, int, H, int, H))                 \
+    X(Allgather, int, (const void *, int, H, void *, int, H, H))                   \
+    X(Scatter, int, (const void *, int, H, void *, int, H, int, H))                \
+    X(Alltoall, int, (const void *, int, H, void *, int, H, H))                    \
+    X(Ibarrier, int, (H, void *))                                                  \
+    X(Ibcast, int, (void *, int, H, int, H, void *))                               \
+    X(Iallreduce, int, (const void *, void *, int, H, H, H, void *))               \
+    X(Comm_dup, int, (H, void *))                                                  \
+    X(Comm_split, int, (H, int, int, void *))                                      \
+    X(Comm_create, int, (H, H, void *))                                            \
+    X(Comm_free, int, (void *))
+
+#define DECLARE(name, ret, params) extern ret(*P_##name) params;
+PMPI_FUNCTIONS(DECLARE)
+#undef DECLARE
+
+/* A call being recorded: its record, and the record's number. */
+struct call {
+    struct mpiq_recorder_call_record *r; /* NULL: not recorded */
+    uint64_t seq;
+};
+
+#define NO_COMM ((H)0)
+#define NO_TYPE ((H)0)
+#define P2P 0
+#define COLLECTIVE 1
+#define NONE MPIQ_PEER_NONE, MPIQ_TAG_NONE
+
+/* An MPI that could not be found: the call fails as MPI_ERR_INTERN would
+ * (16 in both ABIs) rather than crash. */
+#define NO_MPI 16
+
+int ready(void);
+int recording(void);
+uint64_t load(const void *p, size_t i);
+int32_t peer_of(int rank);
+int32_t tag_of(int tag);
+struct call begin(int what, H comm, int32_t peer, int32_t tag, int count, H type, int collective);
+void end(struct call c);
+void pending_add(struct call c, const void *out);
+void pending_done(uint64_t h);
+int remember(int n, const void *reqs);
+void completed(int n, const void *reqs);
+struct mpiq_recorder_comm *comm_entry(H c);
+void comm_forget(uint64_t h);
+
+#pragma GCC visibility pop
+
+#endif /* MPIQ_RECORDER_INTERNAL_H */

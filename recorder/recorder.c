@@ -1,0 +1,507 @@
+/*
+ * recorder.c - mpiq's MPI flight recorder: every MPI call a process
+ * makes, kept in a ring in its own memory, with the nonblocking requests
+ * still pending and a collective counter per communicator, for mpiq to read
+ * from outside (a stopped process, a core file). The layout is
+ * mpiq_recorder.h's.
+ *
+ * One library for every MPI of the two ABIs: Open MPI's (handles are
+ * pointers to its predefined objects) and MPICH's (handles are ints: MPICH,
+ * Intel MPI, MVAPICH, Cray MPICH). It includes no mpi.h: handles travel as
+ * words (an int in the low half of a register is what MPICH reads), the
+ * predefined handles and constants are the MPI's own, looked up when the
+ * first call comes (`ompi_mpi_comm_world` tells Open MPI, `MPIR_Err_create_code`
+ * MPICH), and the PMPI_X functions are found in the process, also in a
+ * libmpi that Python loaded without RTLD_GLOBAL. Put in front of the MPI
+ * with LD_PRELOAD (`mpiq run` does it) or linked before it: its MPI_X
+ * functions record and call PMPI_X. C programs and mpi4py (which calls the
+ * C functions) are recorded as they are.
+ *
+ * On the hot path: no lock (an atomic increment claims a record), no I/O,
+ * no allocation (every table is static: MPIQ_RECORDER_* give their sizes,
+ * about 850 KiB in all, in .bss: only the pages written count). A new
+ * communicator is looked up once, with MPI's own group calls.
+ *
+ *   cc -shared -fPIC -O2 -o libmpiq_recorder.so recorder.c calls.c -ldl
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct mpiq_recorder_block {
+    struct mpiq_recorder_header h;
+    struct mpiq_recorder_call_record calls[MPIQ_RECORDER_CALLS];
+    struct mpiq_recorder_pending pending[MPIQ_RECORDER_PENDING];
+    struct mpiq_recorder_comm comms[MPIQ_RECORDER_COMMS];
+    int32_t world_ranks[MPIQ_RECORDER_WORLD_RANKS];
+};
+
+#define OFF(field) ((uint32_t)offsetof(struct mpiq_recorder_block, field))
+
+/* All zero until the constructor below writes the header: the tables are
+ * in .bss, and a reader finding no magic knows the recorder never started. */
+EXPORT struct mpiq_recorder_block mpiq_recorder;
+#define R mpiq_recorder
+
+__attribute__((constructor)) static void header(void)
+{
+    struct mpiq_recorder_header *h = &R.h;
+    h->version = MPIQ_RECORDER_VERSION;
+    h->header_size = sizeof(struct mpiq_recorder_header);
+    h->world_rank = -1;
+    h->calls_offset = OFF(calls);
+    h->ncalls = MPIQ_RECORDER_CALLS;
+    h->call_size = sizeof(struct mpiq_recorder_call_record);
+    h->pending_offset = OFF(pending);
+    h->npending = MPIQ_RECORDER_PENDING;
+    h->pending_size = sizeof(struct mpiq_recorder_pending);
+    h->comms_offset = OFF(comms);
+    h->ncomms = MPIQ_RECORDER_COMMS;
+    h->comm_size = sizeof(struct mpiq_recorder_comm);
+    h->world_ranks_offset = OFF(world_ranks);
+    h->nworld_ranks = MPIQ_RECORDER_WORLD_RANKS;
+    /* The magic last: a reader trusts the rest once it sees it. */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    memcpy(h->magic, MPIQ_RECORDER_MAGIC, sizeof h->magic);
+}
+
+/* ---- the MPI underneath ----------------------------------------------- */
+
+/* What the MPI's handles and constants are. */
+static struct {
+    int flavour;                 /* enum mpiq_recorder_flavour; 0 until known */
+    size_t width;                /* bytes of a handle in an array */
+    H comm_world, comm_null, request_null, datatype_null;
+    int any_source, proc_null, any_tag;
+} M;
+
+#define DECLARE(name, ret, params) ret(*P_##name) params;
+PMPI_FUNCTIONS(DECLARE)
+
+static void *libmpi;
+
+/* The loaded object that defines PMPI_Init, when it is not in the global
+ * scope (Python loads extension modules, and their libmpi, RTLD_LOCAL). */
+static int find_libmpi(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    (void)data;
+    if (!info->dlpi_name || !info->dlpi_name[0])
+        return 0;
+    void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return 0;
+    if (dlsym(h, "PMPI_Init")) {
+        libmpi = h;
+        return 1;
+    }
+    dlclose(h);
+    return 0;
+}
+
+/* The global scope first: an executable that names MPI_COMM_WORLD holds
+ * the copy of `ompi_mpi_comm_world` that the MPI itself uses (a copy
+ * relocation), not libmpi's. This library defines no PMPI_ function. */
+static void *sym(const char *name)
+{
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (!p) {
+        if (!libmpi)
+            dl_iterate_phdr(find_libmpi, NULL);
+        if (libmpi)
+            p = dlsym(libmpi, name);
+    }
+    return p;
+}
+
+/* Looks the MPI up, once. Returns whether calls can be passed on. */
+static int resolve(void)
+{
+    static int done;
+    if (__atomic_load_n(&done, __ATOMIC_ACQUIRE))
+        return P_Init != NULL;
+#define RESOLVE(name, ret, params) P_##name = (ret(*) params)sym("PMPI_" #name);
+    PMPI_FUNCTIONS(RESOLVE)
+    void *world = sym("ompi_mpi_comm_world");
+    if (world) {
+        M.flavour = MPIQ_FLAVOUR_OPEN_MPI;
+        M.width = sizeof(void *);
+        M.comm_world = (H)world;
+        M.comm_null = (H)sym("ompi_mpi_comm_null");
+        M.request_null = (H)sym("ompi_request_null");
+        M.datatype_null = (H)sym("ompi_mpi_datatype_null");
+        M.any_source = -1;
+        M.proc_null = -2;
+        M.any_tag = -1;
+    } else if (sym("MPIR_Err_create_code")) {
+        M.flavour = MPIQ_FLAVOUR_MPICH;
+        M.width = sizeof(int);
+        M.comm_world = 0x44000000;
+        M.comm_null = 0x04000000;
+        M.request_null = 0x2c000000;
+        M.datatype_null = 0x0c000000;
+        M.any_source = -2;
+        M.proc_null = -1;
+        M.any_tag = -1;
+    }
+    R.h.flavour = (uint32_t)M.flavour;
+    __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+    return P_Init != NULL;
+}
+
+/* Whether to record: the MPI is known and started. */
+int recording(void)
+{
+    return __atomic_load_n(&R.h.initialized, __ATOMIC_ACQUIRE) && M.flavour != 0;
+}
+
+/* A handle as the program passed it: an MPICH int without the high half a
+ * register may carry. */
+static uint64_t value(H h)
+{
+    return M.flavour == MPIQ_FLAVOUR_MPICH ? (uint64_t)(uint32_t)h : (uint64_t)h;
+}
+
+/* The handle at `p` (an out parameter or an array element). */
+uint64_t load(const void *p, size_t i)
+{
+    if (M.width == sizeof(int))
+        return ((const uint32_t *)p)[i];
+    return ((const uint64_t *)p)[i];
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static __thread uint32_t thread_id;
+
+static uint32_t tid(void)
+{
+    if (thread_id == 0)
+        thread_id = (uint32_t)syscall(SYS_gettid);
+    return thread_id;
+}
+
+int32_t peer_of(int rank)
+{
+    if (rank == M.any_source)
+        return MPIQ_PEER_ANY_SOURCE;
+    if (rank == M.proc_null)
+        return MPIQ_PEER_PROC_NULL;
+    return rank;
+}
+
+int32_t tag_of(int tag)
+{
+    return tag == M.any_tag ? MPIQ_TAG_ANY : tag;
+}
+
+static int32_t size_of(H type)
+{
+    int size = -1;
+    if (value(type) == value(M.datatype_null) || P_Type_size(type, &size) != 0)
+        return -1;
+    return size;
+}
+
+/* ---- communicators ---------------------------------------------------- */
+
+static uint32_t comm_slot(uint64_t h)
+{
+    return (uint32_t)((h * 0x9E3779B97F4A7C15ull) >> 40) % MPIQ_RECORDER_COMMS;
+}
+
+/* The world rank of each member of `c` into the shared table; -1 when it
+ * does not fit, or for an intercommunicator. */
+static int32_t world_map(H c, int size)
+{
+    int inter = 0;
+    if (P_Comm_test_inter(c, &inter) != 0 || inter || size <= 0)
+        return -1;
+    uint32_t first = __atomic_fetch_add(&R.h.world_ranks_used, (uint32_t)size, __ATOMIC_RELAXED);
+    if (first + (uint32_t)size > MPIQ_RECORDER_WORLD_RANKS)
+        return -1;
+    uint64_t mine_slot = 0, world_slot = 0; /* wide enough for either handle */
+    if (P_Comm_group(c, &mine_slot) != 0)
+        return -1;
+    if (P_Comm_group(M.comm_world, &world_slot) != 0) {
+        P_Group_free(&mine_slot);
+        return -1;
+    }
+    H mine = (H)load(&mine_slot, 0), world = (H)load(&world_slot, 0);
+    int ok = 1;
+    /* Translated in chunks through a small buffer: no allocation. */
+    int in[256], out[256];
+    for (int i = 0; i < size && ok; i += 256) {
+        int n = size - i < 256 ? size - i : 256;
+        for (int j = 0; j < n; j++)
+            in[j] = i + j;
+        ok = P_Group_translate_ranks(mine, n, in, world, out) == 0;
+        for (int j = 0; j < n && ok; j++)
+            R.world_ranks[first + (uint32_t)(i + j)] = out[j];
+    }
+    P_Group_free(&mine_slot);
+    P_Group_free(&world_slot);
+    return ok ? (int32_t)first : -1;
+}
+
+/* The record of communicator `c`, made on first sight; NULL when the table
+ * is full. */
+struct mpiq_recorder_comm *comm_entry(H c)
+{
+    uint64_t h = value(c);
+    if (h == value(M.comm_null))
+        return NULL;
+    uint32_t s = comm_slot(h);
+    for (uint32_t k = 0; k < MPIQ_RECORDER_COMMS; k++) {
+        struct mpiq_recorder_comm *e = &R.comms[(s + k) % MPIQ_RECORDER_COMMS];
+        uint32_t state = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+        if (state == 2 && e->handle == h)
+            return e;
+        if (state == 1 && e->handle == h)
+            return NULL; /* another thread is writing it */
+        if (state == 0) {
+            uint32_t expected = 0;
+            if (!__atomic_compare_exchange_n(&e->state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+                k--; /* taken meanwhile: look at it again */
+                continue;
+            }
+            int rank = -1, size = 0;
+            e->handle = h;
+            P_Comm_rank(c, &rank);
+            P_Comm_size(c, &size);
+            e->rank = rank;
+            e->size = size;
+            e->collectives = 0;
+            e->world_first = h == value(M.comm_world) ? -1 : world_map(c, size);
+            __atomic_store_n(&e->state, 2, __ATOMIC_RELEASE);
+            return e;
+        }
+    }
+    __atomic_fetch_add(&R.h.comms_dropped, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* A freed communicator's handle may come back for a new one. */
+void comm_forget(uint64_t h)
+{
+    uint32_t s = comm_slot(h);
+    for (uint32_t k = 0; k < MPIQ_RECORDER_COMMS; k++) {
+        struct mpiq_recorder_comm *e = &R.comms[(s + k) % MPIQ_RECORDER_COMMS];
+        uint32_t state = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+        if (state == 0)
+            return;
+        if (state == 2 && e->handle == h) {
+            __atomic_store_n(&e->state, 3, __ATOMIC_RELEASE);
+            return;
+        }
+    }
+}
+
+/* ---- call records ----------------------------------------------------- */
+
+struct call begin(int what, H comm, int32_t peer, int32_t tag, int count, H type, int collective)
+{
+    if (!recording())
+        return (struct call){NULL, 0};
+    uint64_t i = __atomic_fetch_add(&R.h.calls_started, 1, __ATOMIC_RELAXED);
+    struct mpiq_recorder_call_record *r = &R.calls[i % MPIQ_RECORDER_CALLS];
+    __atomic_store_n(&r->seq, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    r->start_ns = now_ns();
+    r->end_ns = 0;
+    r->comm = comm == NO_COMM ? 0 : value(comm);
+    r->request = 0;
+    r->coll_seq = 0;
+    r->call = what;
+    r->peer = peer;
+    r->tag = tag;
+    r->count = count;
+    r->type_size = type == NO_TYPE ? -1 : size_of(type);
+    r->tid = tid();
+    r->peer2 = MPIQ_PEER_NONE;
+    r->tag2 = MPIQ_TAG_NONE;
+    if (comm != NO_COMM) {
+        struct mpiq_recorder_comm *c = comm_entry(comm);
+        if (c && collective)
+            r->coll_seq = __atomic_add_fetch(&c->collectives, 1, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&r->seq, i + 1, __ATOMIC_RELEASE);
+    return (struct call){r, i + 1};
+}
+
+void end(struct call c)
+{
+    /* Unless the ring went round meanwhile and the record is another's. */
+    if (c.r && __atomic_load_n(&c.r->seq, __ATOMIC_ACQUIRE) == c.seq)
+        __atomic_store_n(&c.r->end_ns, now_ns(), __ATOMIC_RELEASE);
+}
+
+/* ---- pending requests ------------------------------------------------- */
+
+static uint32_t request_slot(uint64_t h)
+{
+    return (uint32_t)((h * 0x9E3779B97F4A7C15ull) >> 32) & (MPIQ_RECORDER_PENDING - 1);
+}
+
+/* The request at `out` was started by call `c`. */
+void pending_add(struct call c, const void *out)
+{
+    if (!c.r)
+        return;
+    uint64_t h = load(out, 0);
+    if (h == value(M.request_null))
+        return;
+    __atomic_store_n(&c.r->request, h, __ATOMIC_RELAXED);
+    uint32_t s = request_slot(h);
+    for (uint32_t k = 0; k < MPIQ_RECORDER_PENDING; k++) {
+        struct mpiq_recorder_pending *p = &R.pending[(s + k) & (MPIQ_RECORDER_PENDING - 1)];
+        uint32_t state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+        if (state != 0 && state != 3)
+            continue;
+        if (!__atomic_compare_exchange_n(&p->state, &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            continue;
+        p->call = c.r->call;
+        p->request = h;
+        p->call_seq = c.seq;
+        p->comm = c.r->comm;
+        p->start_ns = c.r->start_ns;
+        p->coll_seq = c.r->coll_seq;
+        p->peer = c.r->peer;
+        p->tag = c.r->tag;
+        p->count = c.r->count;
+        p->type_size = c.r->type_size;
+        __atomic_store_n(&p->state, 2, __ATOMIC_RELEASE);
+        return;
+    }
+    __atomic_fetch_add(&R.h.pending_dropped, 1, __ATOMIC_RELAXED);
+}
+
+void pending_done(uint64_t h)
+{
+    uint32_t s = request_slot(h);
+    for (uint32_t k = 0; k < MPIQ_RECORDER_PENDING; k++) {
+        struct mpiq_recorder_pending *p = &R.pending[(s + k) & (MPIQ_RECORDER_PENDING - 1)];
+        uint32_t state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+        if (state == 0)
+            return;
+        if (state == 2 && p->request == h) {
+            __atomic_store_n(&p->state, 3, __ATOMIC_RELEASE);
+            return;
+        }
+    }
+}
+
+/* Originals of a request array, to tell which completed (a completed,
+ * freed request reads MPI_REQUEST_NULL after the call). Arrays longer than
+ * this are recorded, but their completions are not: the header's
+ * pending_dropped counts them, and mpiq stops trusting the pending table. */
+#define TRACKED 1024
+static __thread uint64_t before[TRACKED];
+
+int remember(int n, const void *reqs)
+{
+    if (!recording() || n <= 0)
+        return 0;
+    if (n > TRACKED) {
+        __atomic_fetch_add(&R.h.pending_dropped, (uint64_t)n, __ATOMIC_RELAXED);
+        n = TRACKED;
+    }
+    for (int i = 0; i < n; i++)
+        before[i] = load(reqs, (size_t)i);
+    return n;
+}
+
+void completed(int n, const void *reqs)
+{
+    uint64_t null = value(M.request_null);
+    for (int i = 0; i < n; i++)
+        if (before[i] != null && load(reqs, (size_t)i) == null)
+            pending_done(before[i]);
+}
+
+/* ---- start and end ---------------------------------------------------- */
+
+static void started(void)
+{
+    if (M.flavour == 0)
+        return;
+    int rank = -1, size = 0;
+    P_Comm_rank(M.comm_world, &rank);
+    P_Comm_size(M.comm_world, &size);
+    R.h.world_rank = rank;
+    R.h.world_size = size;
+    R.h.comm_world = value(M.comm_world);
+    R.h.request_null = value(M.request_null);
+    __atomic_store_n(&R.h.initialized, 1, __ATOMIC_RELEASE);
+    comm_entry(M.comm_world);
+}
+
+/* The record of MPI_Init itself is made once the MPI is up. */
+static void init_record(uint64_t start)
+{
+    started();
+    struct call c = begin(MPIQ_CALL_INIT, NO_COMM, MPIQ_PEER_NONE, MPIQ_TAG_NONE, 0, NO_TYPE, P2P);
+    if (c.r)
+        c.r->start_ns = start;
+    end(c);
+}
+
+EXPORT int MPI_Init(int *argc, char ***argv)
+{
+    if (!resolve())
+        return NO_MPI;
+    uint64_t start = now_ns();
+    int rc = P_Init(argc, argv);
+    if (rc == 0)
+        init_record(start);
+    return rc;
+}
+
+EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    if (!resolve())
+        return NO_MPI;
+    uint64_t start = now_ns();
+    int rc = P_Init_thread(argc, argv, required, provided);
+    if (rc == 0)
+        init_record(start);
+    return rc;
+}
+
+/* A program whose MPI_Init this library did not see (Open MPI's Fortran
+ * calls PMPI_Init) starts recording at its first call here. */
+int ready(void)
+{
+    if (!resolve())
+        return 0;
+    if (!__atomic_load_n(&R.h.initialized, __ATOMIC_ACQUIRE) && M.flavour != 0) {
+        static int checked;
+        int up = 0;
+        int (*initialized)(int *) = (int (*)(int *))sym("PMPI_Initialized");
+        if (!__atomic_exchange_n(&checked, 1, __ATOMIC_ACQ_REL) && initialized && initialized(&up) == 0 && up)
+            started();
+    }
+    return 1;
+}
+
+EXPORT int MPI_Finalize(void)
+{
+    struct call c = ready() ? begin(MPIQ_CALL_FINALIZE, NO_COMM, MPIQ_PEER_NONE, MPIQ_TAG_NONE, 0, NO_TYPE, P2P)
+                            : (struct call){NULL, 0};
+    int rc = ready() ? P_Finalize() : NO_MPI;
+    end(c);
+    return rc;
+}
