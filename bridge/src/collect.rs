@@ -104,7 +104,20 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
             },
         });
     }
-    let is_mpi = snap.queues_missing.is_some() || snap.dll.is_some();
+    // The flight recorder, when the process runs it: its last calls and
+    // pending requests, also where no queues are readable.
+    match crate::recorder::read(target) {
+        Ok(r) => snap.recorder = r,
+        Err(crate::recorder::RecorderError::Target(TargetError::Interrupted)) => return Err(Interrupted),
+        Err(e) => snap.messages.push(e.to_string()),
+    }
+    let recorded_rank = snap.recorder.as_ref().and_then(|r| r.world_rank);
+    if let (None, Some(rank)) = (snap.world_rank, recorded_rank.and_then(|r| i32::try_from(r).ok())) {
+        snap.world_rank = Some(rank);
+        snap.messages
+            .push(format!("world rank {rank} from mpiq's flight recorder"));
+    }
+    let is_mpi = snap.queues_missing.is_some() || snap.dll.is_some() || snap.recorder.is_some();
     if is_mpi && snap.world_rank.is_none() {
         // No library to say the rank (or no MPI_COMM_WORLD for it to list:
         // a process that uses only Sessions): the environment the starter

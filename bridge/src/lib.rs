@@ -41,6 +41,8 @@ pub mod isolate;
 pub mod lookup;
 /// The table of the queue command's options: its parser, help and usage line.
 pub mod options;
+/// Reading mpiq's flight recorder (`recorder/`) out of a process.
+pub mod recorder;
 /// The one text renderer and the JSON of a snapshot; a snapshot with its
 /// cross-rank analysis (`render::report`).
 pub mod render;

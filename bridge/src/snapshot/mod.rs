@@ -4,3 +4,4 @@
 
 pub mod model;
 pub(crate) mod normalize;
+pub mod recorder;

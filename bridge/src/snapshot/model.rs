@@ -103,6 +103,9 @@ pub struct ProcessSnapshot {
     /// Every thread's call stack (only with `--stacks`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stacks: Option<Stacks>,
+    /// What mpiq's flight recorder kept, when the process runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorder: Option<super::recorder::Recording>,
 }
 
 impl ProcessSnapshot {
@@ -121,6 +124,7 @@ impl ProcessSnapshot {
             communicators: Vec::new(),
             stats: None,
             stacks: None,
+            recorder: None,
         }
     }
 }

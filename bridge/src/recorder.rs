@@ -1,0 +1,325 @@
+//! Reading mpiq's flight recorder out of a process (`recorder/`, layout
+//! `recorder/mpiq_recorder.h`, version 1): the header at the symbol
+//! `mpiq_recorder`, then its tables at the offsets the header gives, in the
+//! target's byte order, through the same [`Target`] as everything else (a
+//! live process, a core file, gdb, lldb).
+//!
+//! A record of the ring counts only when its `seq` is its own number: any
+//! other value is a record the process was writing when it stopped, left
+//! out and counted (`torn`). Record sizes come from the header, so a newer
+//! recorder with longer records still reads.
+
+use crate::snapshot::recorder::{RecordedCall, RecordedComm, RecordedRequest, Recording};
+use crate::target::{ByteOrder, Target, TargetError};
+
+/// The symbol the recorder's header is at.
+pub const SYMBOL: &str = "mpiq_recorder";
+
+const MAGIC: &[u8; 8] = b"MPIQREC\0";
+const HEADER_LEN: usize = 120;
+const CALL_LEN: usize = 80;
+const PENDING_LEN: usize = 64;
+const COMM_LEN: usize = 32;
+/// Largest table this reader reads (records): a header asking for more is
+/// not a recorder's.
+const MOST_RECORDS: u32 = 1 << 20;
+
+const PEER_NONE: i32 = -32768;
+const PEER_ANY_SOURCE: i32 = -32767;
+const PEER_PROC_NULL: i32 = -32766;
+const TAG_NONE: i32 = -32768;
+const TAG_ANY: i32 = -32767;
+
+/// Why a process's recorder could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecorderError {
+    /// The target failed (unreadable memory, interrupted).
+    #[error("{0}")]
+    Target(#[from] TargetError),
+    /// The symbol is there, but what it holds is not a recorder this mpiq
+    /// reads.
+    #[error("the flight recorder at {addr:#x} cannot be read: {why}")]
+    Layout {
+        /// Where the symbol is.
+        addr: u64,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// The recorder's tables, or `None` when the process does not run it.
+pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError> {
+    let Some(addr) = target.find_symbol(SYMBOL)? else {
+        return Ok(None);
+    };
+    let order = target.byte_order();
+    let mut head = vec![0u8; HEADER_LEN];
+    target.read_memory(addr, &mut head)?;
+    let h = Fields::new(&head, order);
+    let bad = |why: String| RecorderError::Layout { addr, why };
+    if head[..8] != MAGIC[..] {
+        return Err(bad(if head[..8].iter().all(|&b| b == 0) {
+            "it is empty (the recorder's library is loaded but never started)".into()
+        } else {
+            "no magic (another object's symbol?)".into()
+        }));
+    }
+    let version = h.u32(8);
+    if version != 1 {
+        return Err(bad(format!(
+            "layout version {version}; this mpiq reads version 1 (use the mpiq that came with the recorder)"
+        )));
+    }
+    let table = |off: usize, min: usize| -> Result<(u64, usize, usize), RecorderError> {
+        let (offset, n, size) = (h.u32(off), h.u32(off + 4), h.u32(off + 8) as usize);
+        if n > MOST_RECORDS || size < min {
+            return Err(bad(format!("a table of {n} records of {size} bytes")));
+        }
+        Ok((addr + u64::from(offset), n as usize, size))
+    };
+    let (calls_at, ncalls, call_size) = table(72, CALL_LEN)?;
+    let (pending_at, npending, pending_size) = table(84, PENDING_LEN)?;
+    let (comms_at, ncomms, comm_size) = table(96, COMM_LEN)?;
+    let (ranks_offset, nranks, ranks_used) = (h.u32(108), h.u32(112), h.u32(116));
+    let initialized = h.u32(20) == 1;
+    let mut rec = Recording {
+        version,
+        mpi: match h.u32(16) {
+            1 => "open_mpi",
+            2 => "mpich",
+            _ => "unknown",
+        }
+        .into(),
+        initialized,
+        world_rank: initialized.then(|| i64::from(h.i32(24))),
+        world_size: initialized.then(|| i64::from(h.i32(28))),
+        calls_started: h.u64(48),
+        pending_complete: h.u64(56) == 0,
+        ..Recording::default()
+    };
+    let comm_world = h.u64(32);
+
+    // The ring: the last min(started, ncalls) records, oldest first.
+    let started = rec.calls_started;
+    let kept = started.min(ncalls as u64);
+    if kept > 0 {
+        let mut ring = vec![0u8; ncalls * call_size];
+        target.read_memory(calls_at, &mut ring)?;
+        for i in started - kept..started {
+            let slot = (i % ncalls as u64) as usize;
+            let f = Fields::new(&ring[slot * call_size..(slot + 1) * call_size], order);
+            if f.u64(0) != i + 1 {
+                rec.torn += 1;
+                continue;
+            }
+            rec.calls.push(call(&f));
+        }
+    }
+
+    // Pending requests: slots in state 2.
+    if npending > 0 {
+        let mut table = vec![0u8; npending * pending_size];
+        target.read_memory(pending_at, &mut table)?;
+        for chunk in table.chunks_exact(pending_size) {
+            let f = Fields::new(chunk, order);
+            if f.u32(0) != 2 {
+                continue;
+            }
+            let (peer, any_source) = peer_of(f.i32(48));
+            let (tag, any_tag) = tag_of(f.i32(52));
+            rec.pending.push(RecordedRequest {
+                request: hex(f.u64(8)),
+                call: call_name(f.i32(4)).into(),
+                call_seq: f.u64(16),
+                comm: nonzero(f.u64(24)),
+                peer,
+                any_source,
+                tag,
+                any_tag,
+                count: i64::from(f.i32(56)),
+                type_size: size(f.i32(60)),
+                collective_seq: (f.u64(40) != 0).then(|| f.u64(40)),
+                start_ns: f.u64(32),
+            });
+        }
+        rec.pending.sort_by_key(|p| p.call_seq);
+    }
+
+    // Communicators, with their members' world ranks.
+    if ncomms > 0 {
+        let mut table = vec![0u8; ncomms * comm_size];
+        target.read_memory(comms_at, &mut table)?;
+        let used = ranks_used.min(nranks) as usize;
+        let mut ranks = vec![0u8; used * 4];
+        if used > 0 {
+            target.read_memory(addr + u64::from(ranks_offset), &mut ranks)?;
+        }
+        let ranks = Fields::new(&ranks, order);
+        for chunk in table.chunks_exact(comm_size) {
+            let f = Fields::new(chunk, order);
+            if f.u32(0) != 2 {
+                continue;
+            }
+            let (size, first) = (f.i32(24), f.i32(28));
+            let world_ranks = usize::try_from(first).ok().and_then(|first| {
+                let n = usize::try_from(size).ok()?;
+                (first + n <= used).then(|| (first..first + n).map(|k| i64::from(ranks.i32(k * 4))).collect())
+            });
+            rec.comms.push(RecordedComm {
+                handle: hex(f.u64(8)),
+                world: f.u64(8) == comm_world,
+                rank: i64::from(f.i32(4)),
+                size: i64::from(size),
+                collectives: f.u64(16),
+                world_ranks,
+            });
+        }
+        rec.comms
+            .sort_by(|a, b| b.world.cmp(&a.world).then(a.handle.cmp(&b.handle)));
+    }
+    Ok(Some(rec))
+}
+
+/// One call record.
+fn call(f: &Fields<'_>) -> RecordedCall {
+    let (peer, any_source) = peer_of(f.i32(52));
+    let (tag, any_tag) = tag_of(f.i32(56));
+    let (source, recv_tag) = (peer_of(f.i32(72)).0, tag_of(f.i32(76)).0);
+    RecordedCall {
+        seq: f.u64(0),
+        call: call_name(f.i32(48)).into(),
+        comm: nonzero(f.u64(24)),
+        peer,
+        any_source,
+        tag,
+        any_tag,
+        source,
+        recv_tag,
+        count: i64::from(f.i32(60)),
+        type_size: size(f.i32(64)),
+        request: nonzero(f.u64(32)),
+        collective_seq: (f.u64(40) != 0).then(|| f.u64(40)),
+        tid: u64::from(f.u32(68)),
+        start_ns: f.u64(8),
+        end_ns: (f.u64(16) != 0).then(|| f.u64(16)),
+    }
+}
+
+/// A peer field: a rank, or whether it is `MPI_ANY_SOURCE`.
+fn peer_of(v: i32) -> (Option<i64>, bool) {
+    match v {
+        PEER_NONE | PEER_PROC_NULL => (None, false),
+        PEER_ANY_SOURCE => (None, true),
+        r => (Some(i64::from(r)), false),
+    }
+}
+
+fn tag_of(v: i32) -> (Option<i64>, bool) {
+    match v {
+        TAG_NONE => (None, false),
+        TAG_ANY => (None, true),
+        t => (Some(i64::from(t)), false),
+    }
+}
+
+fn size(v: i32) -> Option<i64> {
+    (v >= 0).then(|| i64::from(v))
+}
+
+fn hex(v: u64) -> String {
+    format!("{v:#x}")
+}
+
+fn nonzero(v: u64) -> Option<String> {
+    (v != 0).then(|| hex(v))
+}
+
+/// The canonical name of a recorded call (`mpiq_recorder.h`'s numbers; the
+/// names are the stacks' own, [`crate::stacks::names`]).
+pub fn call_name(id: i32) -> &'static str {
+    match id {
+        1 => "init",
+        2 => "finalize",
+        10 => "send",
+        11 => "ssend",
+        12 => "bsend",
+        13 => "rsend",
+        14 => "recv",
+        15 => "sendrecv",
+        16 => "probe",
+        17 => "iprobe",
+        20 => "isend",
+        21 => "issend",
+        22 => "ibsend",
+        23 => "irsend",
+        24 => "irecv",
+        30 => "wait",
+        31 => "waitall",
+        32 => "waitany",
+        33 => "waitsome",
+        34 => "test",
+        35 => "testall",
+        36 => "testany",
+        37 => "testsome",
+        40 => "barrier",
+        41 => "bcast",
+        42 => "reduce",
+        43 => "allreduce",
+        44 => "gather",
+        45 => "allgather",
+        46 => "scatter",
+        47 => "alltoall",
+        50 => "ibarrier",
+        51 => "ibcast",
+        52 => "iallreduce",
+        60 => "comm_dup",
+        61 => "comm_split",
+        62 => "comm_create",
+        63 => "comm_free",
+        _ => "unknown",
+    }
+}
+
+/// Fixed-size integers of a record, in the target's byte order.
+struct Fields<'a> {
+    bytes: &'a [u8],
+    order: ByteOrder,
+}
+
+impl<'a> Fields<'a> {
+    fn new(bytes: &'a [u8], order: ByteOrder) -> Self {
+        Fields { bytes, order }
+    }
+
+    fn take<const N: usize>(&self, at: usize) -> [u8; N] {
+        let mut out = [0u8; N];
+        if let Some(b) = self.bytes.get(at..at + N) {
+            out.copy_from_slice(b);
+        }
+        out
+    }
+
+    fn u64(&self, at: usize) -> u64 {
+        let b = self.take::<8>(at);
+        match self.order {
+            ByteOrder::Little => u64::from_le_bytes(b),
+            ByteOrder::Big => u64::from_be_bytes(b),
+        }
+    }
+
+    fn u32(&self, at: usize) -> u32 {
+        let b = self.take::<4>(at);
+        match self.order {
+            ByteOrder::Little => u32::from_le_bytes(b),
+            ByteOrder::Big => u32::from_be_bytes(b),
+        }
+    }
+
+    fn i32(&self, at: usize) -> i32 {
+        self.u32(at) as i32
+    }
+}
+
+#[cfg(test)]
+mod tests;
