@@ -104,7 +104,8 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
     let started = rec.calls_started;
     let kept = started.min(ncalls as u64);
     if kept > 0 {
-        let mut ring = vec![0u8; ncalls * call_size];
+        // Until the ring went round, only its first `started` records.
+        let mut ring = vec![0u8; kept as usize * call_size];
         target.read_memory(calls_at, &mut ring)?;
         for i in started - kept..started {
             let slot = (i % ncalls as u64) as usize;
