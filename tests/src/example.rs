@@ -424,3 +424,33 @@ fn pkg_config(name: &str) -> Vec<String> {
 fn mtime(path: &Path) -> Option<SystemTime> {
     fs::metadata(path).and_then(|m| m.modified()).ok()
 }
+
+/// Builds mpiq's flight recorder (`recorder/*.c`, one library for every MPI) with the system's
+/// `cc` into `<build root>/recorder/libmpiq_recorder.so` and returns it; rebuilt only when a
+/// source is newer. Safe to call from several threads and processes at once ([`compile`]).
+///
+/// # Panics
+/// If the compiler fails, with its output.
+pub fn build_recorder() -> PathBuf {
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = workspace_root().join("recorder");
+    let sources = ["recorder.c", "calls.c"].map(|f| dir.join(f));
+    let out = examples_build_root().join("recorder").join("libmpiq_recorder.so");
+    let newest = ["recorder.c", "calls.c", "internal.h", "mpiq_recorder.h"]
+        .iter()
+        .map(|f| mtime(&dir.join(f)).unwrap_or_else(|| panic!("recorder/{f} is missing")))
+        .max()
+        .expect("four inputs");
+    if mtime(&out).is_some_and(|built| built >= newest) {
+        return out;
+    }
+    let mut args: Vec<std::ffi::OsString> = ["-shared", "-fPIC", "-O2", "-g", "-Wall", "-Wextra", "-Werror"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    args.extend(sources.iter().map(|s| s.clone().into_os_string()));
+    args.push("-ldl".into());
+    compile(Path::new("cc"), &args, &out, "the flight recorder");
+    out
+}

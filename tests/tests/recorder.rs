@@ -1,0 +1,106 @@
+//! mpiq's flight recorder (issue 28, `recorder/`) on real jobs: the deadlock example (every
+//! rank posts `MPI_Irecv` from its right neighbour, tag 400 + rank, 16 ints, then waits in
+//! `MPI_Wait`) preloaded with the recorder, under the test bed's Open MPI (built from source)
+//! and two packaged MPIs that give no queues (Debian's Open MPI, PyPI's MPICH wheel). One
+//! library serves both ABIs. `mpiq job` reads each rank's recorder from the live processes,
+//! and `mpiq core` from a core file of one rank: the pending receive with its peer and tag,
+//! the `MPI_Wait` the rank is still in, on that request.
+
+use mpiq_tests::frontends::{cli, cli_cores};
+use mpiq_tests::{build_recorder, gdb, Example, Job, Mpi};
+use serde_json::Value;
+
+/// The recorder of one process of `mpiq job --json` or `mpiq core --json`, checked against
+/// what the deadlock example did as rank `r` of `n`.
+fn check_rank(what: &str, p: &Value, r: i64, n: i64, abi: &str) {
+    let rec = &p["recorder"];
+    assert!(rec.is_object(), "{what}: rank {r} has no recorder: {p:#}");
+    assert_eq!(rec["mpi"], abi, "{what}: {rec:#}");
+    assert_eq!(rec["initialized"], true, "{what}: {rec:#}");
+    assert_eq!(
+        (rec["world_rank"].as_i64(), rec["world_size"].as_i64()),
+        (Some(r), Some(n)),
+        "{what}"
+    );
+    assert_eq!(rec["pending_complete"], true, "{what}: {rec:#}");
+    let pending = rec["pending"].as_array().expect("pending");
+    assert_eq!(pending.len(), 1, "{what}: rank {r}: {rec:#}");
+    let q = &pending[0];
+    assert_eq!(q["call"], "irecv", "{what}: {q:#}");
+    assert_eq!(q["peer"].as_i64(), Some((r + 1) % n), "{what}: {q:#}");
+    assert_eq!(q["tag"].as_i64(), Some(400 + r), "{what}: {q:#}");
+    assert_eq!(
+        (q["count"].as_i64(), q["type_size"].as_i64()),
+        (Some(16), Some(4)),
+        "{what}: {q:#}"
+    );
+    let world = rec["comms"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["world"] == true))
+        .unwrap_or_else(|| panic!("{what}: no MPI_COMM_WORLD among {rec:#}"));
+    assert_eq!(q["comm"], world["handle"], "{what}");
+    assert_eq!(
+        (world["rank"].as_i64(), world["size"].as_i64()),
+        (Some(r), Some(n)),
+        "{what}"
+    );
+    let calls = rec["calls"].as_array().expect("calls");
+    let names: Vec<&str> = calls.iter().filter_map(|c| c["call"].as_str()).collect();
+    assert_eq!(names.first(), Some(&"init"), "{what}: {names:?}");
+    let last = calls.last().expect("a call");
+    assert_eq!(last["call"], "wait", "{what}: {names:?}");
+    assert!(
+        last.get("end_ns").is_none(),
+        "{what}: the rank is still in MPI_Wait: {last:#}"
+    );
+    assert_eq!(last["request"], q["request"], "{what}: it waits on the pending receive");
+    assert_eq!(rec["torn"].as_u64().unwrap_or(0), 0, "{what}");
+}
+
+fn recorded_deadlock(mpi: Mpi, abi: &str) {
+    gdb::require_ptrace();
+    let lib = build_recorder();
+    let n = 3;
+    let job = Job::builder(mpi, Example::Deadlock)
+        .nprocs(n)
+        .env("LD_PRELOAD", lib.as_os_str())
+        .start();
+    let r = cli(&["job", "--starter", &job.starter_pid().to_string(), "--json"]);
+    let v = r.json_exact();
+    let procs = v["processes"].as_array().expect("processes");
+    assert_eq!(procs.len(), n, "{mpi}: {}", r.all());
+    for p in procs {
+        let rank = p["world_rank"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{mpi}: no rank: {p:#}"));
+        check_rank(&format!("{mpi}, live"), p, rank, n as i64, abi);
+    }
+
+    let dir = std::env::temp_dir().join(format!("mpiq-recorder-core-{mpi}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let core = job.gcore(1, &dir);
+    let c = cli_cores(&[core], &["--json"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let v = c.json_exact();
+    check_rank(&format!("{mpi}, core file"), &v["processes"][0], 1, n as i64, abi);
+}
+
+#[test]
+fn a_recorded_deadlock_under_the_test_beds_open_mpi() {
+    recorded_deadlock(Mpi::OpenMpi, "open_mpi");
+}
+
+#[test]
+fn a_recorded_deadlock_under_debians_open_mpi() {
+    recorded_deadlock(Mpi::DebianOpenMpi, "open_mpi");
+}
+
+#[test]
+fn a_recorded_deadlock_under_pypis_mpich() {
+    recorded_deadlock(Mpi::PypiMpich, "mpich");
+}
+
+#[test]
+fn a_recorded_deadlock_under_the_test_beds_mpich() {
+    recorded_deadlock(Mpi::Mpich, "mpich");
+}
