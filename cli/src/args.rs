@@ -294,13 +294,16 @@ early says why on its last line.")]
         json: bool,
     },
     /// Print the lines that load mpiq into gdb or lldb at every start, for
-    /// this installation: append them to ~/.gdbinit or ~/.lldbinit.
+    /// this installation: append them to ~/.gdbinit or ~/.lldbinit; or how
+    /// to run jobs with mpiq's flight recorder.
     #[command(after_help = "\
 Example: mpiq setup gdb >> ~/.gdbinit      mpiq setup lldb >> ~/.lldbinit
 Then `info mpi-queues` (gdb) and `mpi queues` (lldb) work in every session.
+mpiq setup recorder: how to preload the flight recorder into your jobs (its
+last line, an `export LD_PRELOAD=...`, can go into a job script).
 Exit status 1, with what is missing, when this installation lacks the part.")]
     Setup {
-        /// The debugger.
+        /// The debugger, or the recorder.
         #[arg(value_enum)]
         debugger: SetupDebugger,
     },
@@ -340,6 +343,8 @@ pub enum SetupDebugger {
     Gdb,
     /// lldb: `plugin load` of the plugin (`mpi queues`).
     Lldb,
+    /// The flight recorder: `LD_PRELOAD` of its library for your jobs.
+    Recorder,
 }
 
 /// How other nodes' collectors send a job's ranks (`mpiq job --collect`).

@@ -124,6 +124,10 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
             let (name, lines) = match debugger {
                 SetupDebugger::Gdb => ("gdb", crate::handoff::gdb_setup(&found)),
                 SetupDebugger::Lldb => ("lldb", crate::handoff::lldb_setup(&found)),
+                SetupDebugger::Recorder => (
+                    "the recorder",
+                    crate::handoff::recorder_setup(&crate::handoff::Environment::current()),
+                ),
             };
             let (stdout, status) = match lines {
                 Ok(lines) => (lines, None),

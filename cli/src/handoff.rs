@@ -182,6 +182,54 @@ pub fn lldb_setup(found: &Debuggers) -> Result<String, SetupError> {
     ))
 }
 
+/// Where the flight recorder's library is: `<prefix>/lib/mpiq/` of an
+/// installation, or next to `mpiq`.
+pub fn recorder_library(env: &Environment) -> Result<PathBuf, SetupError> {
+    let exe = env.exe.as_deref().map(real);
+    let bin = exe.as_deref().and_then(Path::parent);
+    first_file(
+        [
+            bin.map(|b| b.join(RECORDER)),
+            bin.and_then(Path::parent).map(|p| p.join("lib/mpiq").join(RECORDER)),
+        ]
+        .into_iter()
+        .flatten(),
+    )
+    .ok_or_else(|| {
+        SetupError::Missing(format!(
+            "{RECORDER} is not next to this mpiq nor in ../lib/mpiq: install mpiq from its wheel or \
+             tarball (`scripts/package`), or build it: cc -shared -fPIC -O2 -o {RECORDER} \
+             recorder/recorder.c recorder/calls.c -ldl"
+        ))
+    })
+}
+
+/// The flight recorder's library.
+const RECORDER: &str = "libmpiq_recorder.so";
+
+/// How to run jobs with the flight recorder: comments on the launchers,
+/// then one `export` line a job script can hold.
+pub fn recorder_setup(env: &Environment) -> Result<String, SetupError> {
+    let lib = recorder_library(env)?;
+    if lib.to_string_lossy().contains([' ', '\t', ':']) {
+        return Err(SetupError::Missing(format!(
+            "{} cannot be preloaded from where it is: LD_PRELOAD splits its list at spaces and colons, \
+             and this path has one; link it from a path without (ln -s)",
+            lib.display()
+        )));
+    }
+    let quoted = mpiq::render::handoff::shell_quote(&lib.display().to_string());
+    Ok(format!(
+        "# mpiq: the flight recorder (from `mpiq setup recorder`), in front of your job's MPI:\n\
+         #   LD_PRELOAD={quoted} mpirun -n 4 ./app      (ranks on this node)\n\
+         #   mpirun -x LD_PRELOAD={quoted} ...         (Open MPI, across nodes)\n\
+         #   mpiexec -genv LD_PRELOAD {quoted} ...     (MPICH)\n\
+         #   srun --export=ALL,LD_PRELOAD={quoted} ... (Slurm)\n\
+         # or for the jobs of a shell or job script:\n\
+         export LD_PRELOAD={quoted}${{LD_PRELOAD:+:$LD_PRELOAD}}\n"
+    ))
+}
+
 /// `s` as a Python string literal.
 fn python_string(s: &str) -> String {
     let mut out = String::from("'");

@@ -8,7 +8,9 @@
 //!   wheel (stacks only), with the message queue library run in the installed helper;
 //! - gdb's `info mpi-queues` through the lines `mpiq setup gdb` prints, and lldb's
 //!   `mpi queues` through those of `mpiq setup lldb`, attached to a rank of the first job;
-//! - `mpiq run --timeout` on a hung job.
+//! - `mpiq run --timeout` on a hung job;
+//! - the flight recorder, preloaded from where `mpiq setup recorder` says, read in the first job
+//!   (the tarball, unpacked under a path with a space, gets the reason it cannot be preloaded).
 //!
 //! And the artifacts hold no path of the machine that built them.
 
@@ -103,8 +105,40 @@ fn four_checks(what: &str, bin: &Path, cwd: &Path) {
     let mpiq = bin.join("mpiq");
     assert!(mpiq.is_file(), "{what}: no {}", mpiq.display());
 
-    // 1. mpiq job on the test bed's Open MPI: the queues, read through the installed helper.
-    let job = Job::builder(Mpi::OpenMpi, Example::Deadlock).nprocs(3).start();
+    // The flight recorder of the installation, as `mpiq setup recorder` names it; LD_PRELOAD
+    // cannot name a path with a space, which mpiq setup then says.
+    let recorder = if bin.to_string_lossy().contains(' ') {
+        let r = run_within(
+            as_user(bin.join("mpiq"), bin, cwd).args(["setup", "recorder"]),
+            Duration::from_secs(30),
+        );
+        assert_eq!(r.code(), Some(1), "{what}: {}", r.all());
+        assert!(
+            r.stderr.contains("LD_PRELOAD splits its list at spaces"),
+            "{what}: {}",
+            r.all()
+        );
+        None
+    } else {
+        let file = setup_file(what, "recorder", bin, cwd, bin.parent().unwrap());
+        let lines = std::fs::read_to_string(file).unwrap();
+        let path = lines
+            .lines()
+            .find_map(|l| l.strip_prefix("export LD_PRELOAD="))
+            .and_then(|l| l.split("${").next())
+            .unwrap_or_else(|| panic!("{what}: no export line in mpiq setup recorder:\n{lines}"))
+            .trim_matches('\'')
+            .to_string();
+        Some(path)
+    };
+
+    // 1. mpiq job on the test bed's Open MPI: the queues, read through the installed helper,
+    // and the installed flight recorder's tables.
+    let mut job = Job::builder(Mpi::OpenMpi, Example::Deadlock).nprocs(3);
+    if let Some(lib) = &recorder {
+        job = job.env("LD_PRELOAD", lib);
+    }
+    let job = job.start();
     let starter = job.starter_pid().to_string();
     let r = run_within(
         as_user(&mpiq, bin, cwd).args(["job", "--starter", &starter, "--json"]),
@@ -130,6 +164,15 @@ fn four_checks(what: &str, bin: &Path, cwd: &Path) {
         assert!(
             p["communicators"].as_array().is_some_and(|c| !c.is_empty()),
             "{what}: {p:#}"
+        );
+        let pending = &p["recorder"]["pending"];
+        assert!(
+            recorder.is_none()
+                || pending
+                    .as_array()
+                    .is_some_and(|q| q.len() == 1 && q[0]["call"] == "irecv"),
+            "{what}: the installed recorder's pending receive: {:#}",
+            p["recorder"]
         );
     }
 
@@ -253,6 +296,10 @@ fn setup_file(what: &str, debugger: &str, bin: &Path, cwd: &Path, prefix: &Path)
                 .or_else(|| l.strip_prefix("plugin load "))
                 .map(|p| p.trim_matches('"').to_string())
                 .or_else(|| {
+                    let p = l.strip_prefix("export LD_PRELOAD=")?.split("${").next()?;
+                    Some(p.trim_matches('\'').to_string())
+                })
+                .or_else(|| {
                     let (_, rest) = l.split_once("'MPIQ_LIB', '")?;
                     rest.strip_suffix("')").map(str::to_string)
                 })
@@ -302,6 +349,7 @@ fn the_wheel_installed_in_a_new_venv_passes_the_four_checks() {
     for part in [
         "bin/mpiq",
         "bin/mpiq-dllhost",
+        "lib/mpiq/libmpiq_recorder.so",
         "lib/libmpiq.so",
         "lib/mpiq/lldb/libmpiq_lldb.so",
         "share/mpiq/gdb/mpiq.py",
