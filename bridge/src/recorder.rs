@@ -50,8 +50,13 @@ pub enum RecorderError {
 
 /// The recorder's tables, or `None` when the process does not run it.
 pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError> {
-    let Some(addr) = target.find_symbol(SYMBOL)? else {
-        return Ok(None);
+    // A host that cannot answer the lookup (a recording made before the
+    // recorder existed) has no recorder to show: it is optional.
+    let addr = match target.find_symbol(SYMBOL) {
+        Ok(Some(addr)) => addr,
+        Ok(None) => return Ok(None),
+        Err(TargetError::Interrupted) => return Err(TargetError::Interrupted.into()),
+        Err(_) => return Ok(None),
     };
     let order = target.byte_order();
     let mut head = vec![0u8; HEADER_LEN];
