@@ -9,7 +9,7 @@
 //! out and counted (`torn`). Record sizes come from the header, so a newer
 //! recorder with longer records still reads.
 
-use crate::snapshot::recorder::{RecordedCall, RecordedComm, RecordedRequest, Recording};
+use crate::snapshot::recorder::{RecordedArgs, RecordedCall, RecordedComm, RecordedRequest, Recording};
 use crate::target::{ByteOrder, Target, TargetError};
 
 /// The symbol the recorder's header is at.
@@ -132,20 +132,11 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
             if f.u32(0) != 2 {
                 continue;
             }
-            let (peer, any_source) = peer_of(f.i32(48));
-            let (tag, any_tag) = tag_of(f.i32(52));
             rec.pending.push(RecordedRequest {
                 request: hex(f.u64(8)),
                 call: call_name(f.i32(4)).into(),
                 call_seq: f.u64(16),
-                comm: nonzero(f.u64(24)),
-                peer,
-                any_source,
-                tag,
-                any_tag,
-                count: i64::from(f.i32(56)),
-                type_size: size(f.i32(60)),
-                collective_seq: (f.u64(40) != 0).then(|| f.u64(40)),
+                args: args(&f, ArgsAt::PENDING),
                 start_ns: f.u64(32),
             });
         }
@@ -189,26 +180,62 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
 
 /// One call record.
 fn call(f: &Fields<'_>) -> RecordedCall {
-    let (peer, any_source) = peer_of(f.i32(52));
-    let (tag, any_tag) = tag_of(f.i32(56));
-    let (source, recv_tag) = (peer_of(f.i32(72)).0, tag_of(f.i32(76)).0);
     RecordedCall {
         seq: f.u64(0),
         call: call_name(f.i32(48)).into(),
-        comm: nonzero(f.u64(24)),
+        args: args(f, ArgsAt::CALL),
+        source: peer_of(f.i32(72)).0,
+        recv_tag: tag_of(f.i32(76)).0,
+        request: nonzero(f.u64(32)),
+        tid: u64::from(f.u32(68)),
+        start_ns: f.u64(8),
+        end_ns: (f.u64(16) != 0).then(|| f.u64(16)),
+    }
+}
+
+/// Where a record keeps a call's arguments (`mpiq_recorder.h`).
+struct ArgsAt {
+    comm: usize,
+    coll_seq: usize,
+    peer: usize,
+    tag: usize,
+    count: usize,
+    type_size: usize,
+}
+
+impl ArgsAt {
+    const CALL: ArgsAt = ArgsAt {
+        comm: 24,
+        coll_seq: 40,
+        peer: 52,
+        tag: 56,
+        count: 60,
+        type_size: 64,
+    };
+    const PENDING: ArgsAt = ArgsAt {
+        comm: 24,
+        coll_seq: 40,
+        peer: 48,
+        tag: 52,
+        count: 56,
+        type_size: 60,
+    };
+}
+
+/// The arguments of a call record or a pending request.
+fn args(f: &Fields<'_>, at: ArgsAt) -> RecordedArgs {
+    let (peer, any_source) = peer_of(f.i32(at.peer));
+    let (tag, any_tag) = tag_of(f.i32(at.tag));
+    let coll = f.u64(at.coll_seq);
+    RecordedArgs {
+        comm: nonzero(f.u64(at.comm)),
         peer,
         any_source,
         tag,
         any_tag,
-        source,
-        recv_tag,
-        count: i64::from(f.i32(60)),
-        type_size: size(f.i32(64)),
-        request: nonzero(f.u64(32)),
-        collective_seq: (f.u64(40) != 0).then(|| f.u64(40)),
-        tid: u64::from(f.u32(68)),
-        start_ns: f.u64(8),
-        end_ns: (f.u64(16) != 0).then(|| f.u64(16)),
+        count: i64::from(f.i32(at.count)),
+        type_size: size(f.i32(at.type_size)),
+        collective_seq: (coll != 0).then_some(coll),
     }
 }
 

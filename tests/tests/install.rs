@@ -120,16 +120,8 @@ fn four_checks(what: &str, bin: &Path, cwd: &Path) {
         );
         None
     } else {
-        let file = setup_file(what, "recorder", bin, cwd, bin.parent().unwrap());
-        let lines = std::fs::read_to_string(file).unwrap();
-        let path = lines
-            .lines()
-            .find_map(|l| l.strip_prefix("export LD_PRELOAD="))
-            .and_then(|l| l.split("${").next())
-            .unwrap_or_else(|| panic!("{what}: no export line in mpiq setup recorder:\n{lines}"))
-            .trim_matches('\'')
-            .to_string();
-        Some(path)
+        let (_, named) = setup_file(what, "recorder", bin, cwd, bin.parent().unwrap());
+        named.into_iter().next()
     };
 
     // 1. mpiq job on the test bed's Open MPI: the queues, read through the installed helper,
@@ -205,7 +197,7 @@ fn four_checks(what: &str, bin: &Path, cwd: &Path) {
         "from rank 2  tag 401",
     ];
     let prefix = bin.parent().unwrap();
-    let gdbinit = setup_file(what, "gdb", bin, cwd, prefix);
+    let (gdbinit, _) = setup_file(what, "gdb", bin, cwd, prefix);
     let mut cmd = as_user("gdb", bin, cwd);
     cmd.args(["-batch", "-nx", "-q", "-x"])
         .arg(&gdbinit)
@@ -215,7 +207,7 @@ fn four_checks(what: &str, bin: &Path, cwd: &Path) {
         assert!(g.stdout.contains(needle), "{what}: gdb: no `{needle}`:\n{}", g.all());
     }
     assert!(!g.all().contains("Traceback"), "{what}: gdb:\n{}", g.all());
-    let lldbinit = setup_file(what, "lldb", bin, cwd, prefix);
+    let (lldbinit, _) = setup_file(what, "lldb", bin, cwd, prefix);
     let mut cmd = as_user(lldb_binary(), bin, cwd);
     cmd.args(["-b", "--no-lldbinit", "-s"])
         .arg(&lldbinit)
@@ -278,9 +270,9 @@ fn four_checks(what: &str, bin: &Path, cwd: &Path) {
     );
 }
 
-/// The lines `mpiq setup DEBUGGER` prints for the installation, written to a file; they name
-/// the installation's own files.
-fn setup_file(what: &str, debugger: &str, bin: &Path, cwd: &Path, prefix: &Path) -> PathBuf {
+/// The lines `mpiq setup DEBUGGER` prints for the installation, written to a file, and the
+/// files they name: the installation's own.
+fn setup_file(what: &str, debugger: &str, bin: &Path, cwd: &Path, prefix: &Path) -> (PathBuf, Vec<String>) {
     let r = run_within(
         as_user(bin.join("mpiq"), bin, cwd).args(["setup", debugger]),
         Duration::from_secs(30),
@@ -312,16 +304,16 @@ fn setup_file(what: &str, debugger: &str, bin: &Path, cwd: &Path, prefix: &Path)
         r.stdout
     );
     assert!(!named.is_empty(), "{what}: {}", r.all());
-    for path in named {
+    for path in &named {
         assert!(
-            Path::new(&path).starts_with(prefix),
+            Path::new(path).starts_with(prefix),
             "{what}: mpiq setup {debugger} names {path}, not a file of the installation in {}",
             prefix.display()
         );
     }
     let file = cwd.join(format!("{debugger}init"));
     std::fs::write(&file, &r.stdout).unwrap();
-    file
+    (file, named)
 }
 
 /// `python3`, as a user would start it (not the checkout's, if it had one).

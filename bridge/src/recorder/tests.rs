@@ -141,15 +141,13 @@ fn calls_oldest_first_with_the_one_in_progress_last() {
     let names: Vec<&str> = r.calls.iter().map(|c| c.call.as_str()).collect();
     assert_eq!(names, ["init", "irecv", "barrier"]);
     let irecv = &r.calls[1];
-    assert_eq!(
-        (irecv.peer, irecv.tag, irecv.count, irecv.type_size),
-        (Some(2), Some(401), 16, Some(4))
-    );
-    assert_eq!(irecv.comm.as_deref(), Some("0x44000000"));
+    let a = &irecv.args;
+    assert_eq!((a.peer, a.tag, a.count, a.type_size), (Some(2), Some(401), 16, Some(4)));
+    assert_eq!(a.comm.as_deref(), Some("0x44000000"));
     assert_eq!(irecv.end_ns, Some(2500));
     let barrier = &r.calls[2];
     assert_eq!(
-        (barrier.collective_seq, barrier.end_ns, barrier.peer),
+        (barrier.args.collective_seq, barrier.end_ns, barrier.args.peer),
         (Some(1), None, None)
     );
     assert_eq!(r.torn, 0);
@@ -207,7 +205,7 @@ fn pending_requests_and_communicators_with_their_world_ranks() {
     assert_eq!(r.pending.len(), 1);
     let q = &r.pending[0];
     assert_eq!(
-        (q.call.as_str(), q.any_source, q.peer, q.tag),
+        (q.call.as_str(), q.args.any_source, q.args.peer, q.args.tag),
         ("irecv", true, None, Some(7))
     );
     assert_eq!(q.request, "0x2c000001");

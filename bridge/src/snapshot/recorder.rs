@@ -40,14 +40,11 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// One recorded MPI call.
+/// What a recorded call, or the call that started a pending request, was
+/// given (flattened into both in the JSON).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RecordedCall {
-    /// Its number among the process's recorded calls (1, 2, ...).
-    pub seq: u64,
-    /// The call's canonical name (`send`, `barrier`), as the stacks name it.
-    pub call: String,
-    /// The communicator handle it got (`0x...`).
+pub struct RecordedArgs {
+    /// The communicator handle (`0x...`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comm: Option<String>,
     /// Destination, source or root, as a rank of `comm`.
@@ -59,22 +56,33 @@ pub struct RecordedCall {
     pub tag: Option<i64>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub any_tag: bool,
-    /// `MPI_Sendrecv`'s source and receive tag (`peer` and `tag` are its send's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recv_tag: Option<i64>,
     /// Elements (requests, for the wait and test calls).
     pub count: i64,
     /// Bytes per element, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub type_size: Option<i64>,
-    /// The request it started, or the first one it waits on (`0x...`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request: Option<String>,
     /// A collective's number on its communicator (1, 2, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collective_seq: Option<u64>,
+}
+
+/// One recorded MPI call.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedCall {
+    /// Its number among the process's recorded calls (1, 2, ...).
+    pub seq: u64,
+    /// The call's canonical name (`send`, `barrier`), as the stacks name it.
+    pub call: String,
+    #[serde(flatten)]
+    pub args: RecordedArgs,
+    /// `MPI_Sendrecv`'s source and receive tag (`peer` and `tag` are its send's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recv_tag: Option<i64>,
+    /// The request it started, or the first one it waits on (`0x...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
     /// The calling thread.
     pub tid: u64,
     /// When it began and returned (CLOCK_MONOTONIC of the process's node);
@@ -92,21 +100,8 @@ pub struct RecordedRequest {
     /// The call that started it, and that call's number.
     pub call: String,
     pub call_seq: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comm: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peer: Option<i64>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub any_source: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tag: Option<i64>,
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub any_tag: bool,
-    pub count: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub type_size: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub collective_seq: Option<u64>,
+    #[serde(flatten)]
+    pub args: RecordedArgs,
     pub start_ns: u64,
 }
 
