@@ -40,8 +40,20 @@ typedef uintptr_t H;
     X(Recv, int, (void *, int, H, int, int, H, void *))                            \
     X(Irecv, int, (void *, int, H, int, int, H, void *))                           \
     X(Sendrecv, int, (const void *, int, H, int, int, void *, int, H, int, int, H, void *)) \
+    X(Sendrecv_replace, int, (void *, int, H, int, int, int, int, H, void *))      \
     X(Probe, int, (int, int, H, void *))                                           \
     X(Iprobe, int, (int, int, H, int *, void *))                                   \
+    X(Mprobe, int, (int, int, H, void *, void *))                                  \
+    X(Improbe, int, (int, int, H, int *, void *, void *))                          \
+    X(Mrecv, int, (void *, int, H, void *, void *))                                \
+    X(Imrecv, int, (void *, int, H, void *, void *))                               \
+    X(Send_init, int, (const void *, int, H, int, int, H, void *))                 \
+    X(Ssend_init, int, (const void *, int, H, int, int, H, void *))                \
+    X(Bsend_init, int, (const void *, int, H, int, int, H, void *))                \
+    X(Rsend_init, int, (const void *, int, H, int, int, H, void *))                \
+    X(Recv_init, int, (void *, int, H, int, int, H, void *))                       \
+    X(Start, int, (void *))                                                        \
+    X(Startall, int, (int, void *))                                                \
     X(Wait, int, (void *, void *))                                                 \
     X(Test, int, (void *, int *, void *))                                          \
     X(Waitall, int, (int, void *, void *))                                         \
@@ -87,17 +99,29 @@ struct call {
  * (16 in both ABIs) rather than crash. */
 #define NO_MPI 16
 
+/* Whether MPI_<name> can be passed on: the MPI is found, and has
+ * PMPI_<name> (a function newer than the MPI is left NULL by resolve(),
+ * and only the calls to it fail). */
+#define READY(name) (ready() && P_##name != NULL)
+
+/* completed(): every request given completed, or the `done` listed. */
+#define ALL_DONE (-1)
+
 int ready(void);
 int recording(void);
 uint64_t load(const void *p, size_t i);
 int32_t peer_of(int rank);
 int32_t tag_of(int tag);
+int status_source_tag(const void *status, int *source, int *tag);
 struct call begin(int what, H comm, int32_t peer, int32_t tag, int count, H type, int collective);
+struct call begin_wait(int what, int n, const void *reqs, int *tracked);
+struct call begin_start(int what, int n, const void *reqs);
 void end(struct call c);
 void pending_add(struct call c, const void *out);
+void persistent_add(struct call c, const void *out);
 void pending_done(uint64_t h);
-int remember(int n, const void *reqs);
-void completed(int n, const void *reqs);
+void activate(struct call c, int n, const void *reqs);
+void completed(int n, const void *reqs, int done, const int *which);
 struct mpiq_recorder_comm *comm_entry(H c);
 void comm_forget(uint64_t h);
 

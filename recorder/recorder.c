@@ -19,7 +19,7 @@
  *
  * On the hot path: no lock (an atomic increment claims a record), no I/O,
  * no allocation (every table is static: MPIQ_RECORDER_* give their sizes,
- * about 850 KiB in all, in .bss: only the pages written count). A new
+ * about 940 KiB in all, in .bss: only the pages written count). A new
  * communicator is looked up once, with MPI's own group calls.
  *
  *   cc -shared -fPIC -O2 -o libmpiq_recorder.so recorder.c calls.c -ldl
@@ -208,6 +208,20 @@ int32_t tag_of(int tag)
     return tag == M.any_tag ? MPIQ_TAG_ANY : tag;
 }
 
+/* MPI_SOURCE and MPI_TAG of a status the MPI filled in: Open MPI's status
+ * starts with them; MPICH's with two ints of count first. 0 when the program
+ * passed MPI_STATUS_IGNORE (NULL in Open MPI, 1 in MPICH): no status is
+ * that low in memory. */
+int status_source_tag(const void *status, int *source, int *tag)
+{
+    if ((uintptr_t)status < 4096 || M.flavour == 0)
+        return 0;
+    const int *s = (const int *)status + (M.flavour == MPIQ_FLAVOUR_MPICH ? 2 : 0);
+    *source = s[0];
+    *tag = s[1];
+    return 1;
+}
+
 static int32_t size_of(H type)
 {
     int size = -1;
@@ -312,7 +326,9 @@ void comm_forget(uint64_t h)
 
 /* ---- call records ----------------------------------------------------- */
 
-struct call begin(int what, H comm, int32_t peer, int32_t tag, int count, H type, int collective)
+/* A record claimed and written, not yet published: begin() publishes it at
+ * once, the wait calls once they have counted their requests. */
+static struct call claim(int what, H comm, int32_t peer, int32_t tag, int count, H type, int collective)
 {
     if (!recording())
         return (struct call){NULL, 0};
@@ -333,13 +349,27 @@ struct call begin(int what, H comm, int32_t peer, int32_t tag, int count, H type
     r->tid = tid();
     r->peer2 = MPIQ_PEER_NONE;
     r->tag2 = MPIQ_TAG_NONE;
+    r->requests_active = 0;
+    r->requests_known = 0;
     if (comm != NO_COMM) {
         struct mpiq_recorder_comm *c = comm_entry(comm);
         if (c && collective)
             r->coll_seq = __atomic_add_fetch(&c->collectives, 1, __ATOMIC_RELAXED);
     }
-    __atomic_store_n(&r->seq, i + 1, __ATOMIC_RELEASE);
     return (struct call){r, i + 1};
+}
+
+static void publish(struct call c)
+{
+    if (c.r)
+        __atomic_store_n(&c.r->seq, c.seq, __ATOMIC_RELEASE);
+}
+
+struct call begin(int what, H comm, int32_t peer, int32_t tag, int count, H type, int collective)
+{
+    struct call c = claim(what, comm, peer, tag, count, type, collective);
+    publish(c);
+    return c;
 }
 
 void end(struct call c)
@@ -351,13 +381,28 @@ void end(struct call c)
 
 /* ---- pending requests ------------------------------------------------- */
 
+/* How far from its hash's slot a request may be kept. A freed slot (3) is
+ * never emptied again (a lookup could not tell it from the end of a run),
+ * so that in time a request the table does not hold (started by a call the
+ * recorder does not follow) would be looked for through the whole table, at
+ * every wait or test given it. Lookups go only as far as any request was
+ * ever kept (`reach`): as freed slots are reused, that is the longest run
+ * of requests pending at once (a few slots, unless thousands are). */
+#define PROBES 128u
+static uint32_t reach = 1;
+
 static uint32_t request_slot(uint64_t h)
 {
     return (uint32_t)((h * 0x9E3779B97F4A7C15ull) >> 32) & (MPIQ_RECORDER_PENDING - 1);
 }
 
-/* The request at `out` was started by call `c`. */
-void pending_add(struct call c, const void *out)
+static struct mpiq_recorder_pending *slot_at(uint32_t s, uint32_t k)
+{
+    return &R.pending[(s + k) & (MPIQ_RECORDER_PENDING - 1)];
+}
+
+/* The request at `out`, made by call `c`, published as `state`. */
+static void add(struct call c, const void *out, uint32_t state, uint32_t flags)
 {
     if (!c.r)
         return;
@@ -366,13 +411,17 @@ void pending_add(struct call c, const void *out)
         return;
     __atomic_store_n(&c.r->request, h, __ATOMIC_RELAXED);
     uint32_t s = request_slot(h);
-    for (uint32_t k = 0; k < MPIQ_RECORDER_PENDING; k++) {
-        struct mpiq_recorder_pending *p = &R.pending[(s + k) & (MPIQ_RECORDER_PENDING - 1)];
-        uint32_t state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
-        if (state != 0 && state != 3)
+    for (uint32_t k = 0; k < PROBES; k++) {
+        struct mpiq_recorder_pending *p = slot_at(s, k);
+        uint32_t was = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+        if (was != 0 && was != 3)
             continue;
-        if (!__atomic_compare_exchange_n(&p->state, &state, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        if (!__atomic_compare_exchange_n(&p->state, &was, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
             continue;
+        /* Before the program has the handle: no lookup can stop short. */
+        uint32_t r = __atomic_load_n(&reach, __ATOMIC_RELAXED);
+        while (r < k + 1 && !__atomic_compare_exchange_n(&reach, &r, k + 1, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            ;
         p->call = c.r->call;
         p->request = h;
         p->call_seq = c.seq;
@@ -383,53 +432,182 @@ void pending_add(struct call c, const void *out)
         p->tag = c.r->tag;
         p->count = c.r->count;
         p->type_size = c.r->type_size;
-        __atomic_store_n(&p->state, 2, __ATOMIC_RELEASE);
+        p->waited_by = 0;
+        p->flags = flags;
+        p->spare = 0;
+        __atomic_store_n(&p->state, state, __ATOMIC_RELEASE);
         return;
     }
     __atomic_fetch_add(&R.h.pending_dropped, 1, __ATOMIC_RELAXED);
 }
 
+/* The request at `out` was started by call `c`. */
+void pending_add(struct call c, const void *out)
+{
+    add(c, out, 2, 0);
+}
+
+/* The persistent request at `out` was made by call `c` (MPI_X_init): at
+ * rest until MPI_Start. */
+void persistent_add(struct call c, const void *out)
+{
+    add(c, out, 4, MPIQ_PENDING_PERSISTENT);
+}
+
+/* The slot of request `h`, pending (2) or at rest (4), and that state;
+ * NULL when the table does not hold it. */
+static struct mpiq_recorder_pending *find(uint64_t h, uint32_t *state)
+{
+    uint32_t s = request_slot(h), far = __atomic_load_n(&reach, __ATOMIC_ACQUIRE);
+    for (uint32_t k = 0; k < far; k++) {
+        struct mpiq_recorder_pending *p = slot_at(s, k);
+        uint32_t st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+        if (st == 0)
+            return NULL;
+        if ((st == 2 || st == 4) && p->request == h) {
+            *state = st;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* MPI_Request_free: gone, whether pending or at rest. */
 void pending_done(uint64_t h)
 {
-    uint32_t s = request_slot(h);
-    for (uint32_t k = 0; k < MPIQ_RECORDER_PENDING; k++) {
-        struct mpiq_recorder_pending *p = &R.pending[(s + k) & (MPIQ_RECORDER_PENDING - 1)];
-        uint32_t state = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
-        if (state == 0)
-            return;
-        if (state == 2 && p->request == h) {
-            __atomic_store_n(&p->state, 3, __ATOMIC_RELEASE);
-            return;
-        }
+    uint32_t state;
+    struct mpiq_recorder_pending *p = find(h, &state);
+    if (p)
+        __atomic_store_n(&p->state, 3, __ATOMIC_RELEASE);
+}
+
+/* MPI_Start(all), call `c`, started the persistent requests at `reqs`. */
+void activate(struct call c, int n, const void *reqs)
+{
+    if (!c.r)
+        return;
+    /* The call's start, unless the ring went round and the record is
+     * another's. */
+    uint64_t start = c.r->start_ns;
+    if (__atomic_load_n(&c.r->seq, __ATOMIC_ACQUIRE) != c.seq)
+        start = now_ns();
+    for (int i = 0; i < n; i++) {
+        uint32_t state;
+        struct mpiq_recorder_pending *p = find(load(reqs, (size_t)i), &state);
+        if (!p || state != 4)
+            continue;
+        /* Readers skip it while at 4: these are seen with 2 or not at all. */
+        p->start_ns = start;
+        __atomic_store_n(&p->waited_by, 0, __ATOMIC_RELAXED);
+        uint32_t rest = 4;
+        __atomic_compare_exchange_n(&p->state, &rest, 2, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
     }
 }
 
-/* Originals of a request array, to tell which completed (a completed,
- * freed request reads MPI_REQUEST_NULL after the call). Arrays longer than
- * this are recorded, but their completions are not: the header's
+/* The requests a wait or test call was given, as they were before it (a
+ * completed request the MPI freed reads MPI_REQUEST_NULL after the call),
+ * and the slot of each that the table held pending. Arrays longer than this
+ * are recorded, but their completions are not: the header's
  * pending_dropped counts them, and mpiq stops trusting the pending table. */
 #define TRACKED 1024
+#define NO_SLOT UINT16_MAX
+_Static_assert(MPIQ_RECORDER_PENDING <= NO_SLOT, "a slot's index fits in 16 bits");
 static __thread uint64_t before[TRACKED];
+static __thread uint16_t slot_of[TRACKED];
 
-int remember(int n, const void *reqs)
+/* Looks each request given to call `c` up, once: the call's counts, and
+ * `waited_by` of each pending one. Before `c` is published, so that its
+ * record never shows counts not yet made. Returns how many requests
+ * completed() looks at. */
+static int remember(struct call c, int n, const void *reqs)
 {
-    if (!recording() || n <= 0)
+    if (!c.r || n <= 0)
         return 0;
     if (n > TRACKED) {
         __atomic_fetch_add(&R.h.pending_dropped, (uint64_t)n, __ATOMIC_RELAXED);
         n = TRACKED;
     }
-    for (int i = 0; i < n; i++)
-        before[i] = load(reqs, (size_t)i);
+    uint64_t null = value(M.request_null);
+    int32_t active = 0, known = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t h = load(reqs, (size_t)i);
+        before[i] = h;
+        slot_of[i] = NO_SLOT;
+        if (h == null)
+            continue;
+        uint32_t state = 0;
+        struct mpiq_recorder_pending *p = find(h, &state);
+        /* A persistent request at rest is to the call what MPI_REQUEST_NULL
+         * is: nothing to wait for. */
+        if (p && state == 4)
+            continue;
+        active++;
+        if (!p)
+            continue;
+        known++;
+        __atomic_store_n(&p->waited_by, c.seq, __ATOMIC_RELAXED);
+        slot_of[i] = (uint16_t)(p - R.pending);
+    }
+    c.r->requests_active = active;
+    c.r->requests_known = known;
     return n;
 }
 
-void completed(int n, const void *reqs)
+/* A wait or test call given `n` requests at `reqs`; `*tracked` is for
+ * completed(). */
+struct call begin_wait(int what, int n, const void *reqs, int *tracked)
+{
+    struct call c = claim(what, NO_COMM, NONE, n, NO_TYPE, P2P);
+    if (c.r && n > 0)
+        c.r->request = load(reqs, 0);
+    *tracked = remember(c, n, reqs);
+    publish(c);
+    return c;
+}
+
+/* MPI_Start(all) given `n` requests at `reqs`. */
+struct call begin_start(int what, int n, const void *reqs)
+{
+    struct call c = claim(what, NO_COMM, NONE, n, NO_TYPE, P2P);
+    if (c.r && n > 0)
+        c.r->request = load(reqs, 0);
+    publish(c);
+    return c;
+}
+
+/* Remembered request i completed; `freed`: the MPI freed it too. Once per
+ * call: a moment later the slot may hold another request. */
+static void finish(int i, int freed)
+{
+    uint16_t s = slot_of[i];
+    if (s == NO_SLOT)
+        return;
+    slot_of[i] = NO_SLOT;
+    struct mpiq_recorder_pending *p = &R.pending[s];
+    if (p->request != before[i])
+        return;
+    uint32_t pending = 2;
+    uint32_t next = (p->flags & MPIQ_PENDING_PERSISTENT) && !freed ? 4 : 3;
+    __atomic_compare_exchange_n(&p->state, &pending, next, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+/* After a wait or test call that remembered `n` requests: those it says it
+ * completed (ALL_DONE, or `done` indices at `which`) are done. Its outputs
+ * are the only word on a persistent request, whose handle stays as it was;
+ * a request the MPI freed (its handle now MPI_REQUEST_NULL) completed
+ * whatever the call says, also when it failed (then `done` is 0). */
+void completed(int n, const void *reqs, int done, const int *which)
 {
     uint64_t null = value(M.request_null);
     for (int i = 0; i < n; i++)
         if (before[i] != null && load(reqs, (size_t)i) == null)
-            pending_done(before[i]);
+            finish(i, 1);
+    if (done == ALL_DONE)
+        for (int i = 0; i < n; i++)
+            finish(i, 0);
+    for (int j = 0; j < done; j++)
+        if (which[j] >= 0 && which[j] < n)
+            finish(which[j], 0);
 }
 
 /* ---- start and end ---------------------------------------------------- */

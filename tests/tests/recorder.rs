@@ -5,9 +5,17 @@
 //! library serves both ABIs. `mpiq job` reads each rank's recorder from the live processes,
 //! and `mpiq core` from a core file of one rank: the pending receive with its peer and tag,
 //! the `MPI_Wait` the rank is still in, on that request.
+//!
+//! And `recorder/check.c`, which reads the recorder's tables from inside a 2-rank job, under
+//! Debian's Open MPI and PyPI's MPICH: what the wait and test calls mark and count, the peer
+//! and tag of `MPI_Mrecv`, the persistent requests' states, `MPI_Waitany`'s one completion.
 
+use std::ffi::OsString;
+use std::time::Duration;
+
+use mpiq_tests::example::compile;
 use mpiq_tests::frontends::{cli, cli_cores};
-use mpiq_tests::{build_recorder, gdb, Example, Job, Mpi};
+use mpiq_tests::{build_recorder, examples_build_dir, examples_source_dir, gdb, Example, Job, Mpi};
 use serde_json::Value;
 
 /// The recorder of one process of `mpiq job --json` or `mpiq core --json`, checked against
@@ -103,4 +111,80 @@ fn a_recorded_deadlock_under_pypis_mpich() {
 #[test]
 fn a_recorded_deadlock_under_the_test_beds_mpich() {
     recorded_deadlock(Mpi::Mpich, "mpich");
+}
+
+/// `recorder/check.c` built with `mpi`'s `mpicc` and run on 2 ranks with the recorder preloaded,
+/// as a job of the harness (the example only names it: the program is check.c's, which prints
+/// the READY lines and exits by itself).
+fn check_program(mpi: Mpi) {
+    let lib = build_recorder();
+    let source = examples_source_dir().join("../recorder/check.c");
+    let exe = examples_build_dir(mpi).join("recorder_check");
+    let args: Vec<OsString> = vec!["-g".into(), "-O0".into(), "-Wall".into(), source.into(), "-ldl".into()];
+    compile(&mpi.mpicc(), &args, &exe, &format!("recorder/check.c with {mpi}"));
+    let mut job = Job::builder(mpi, Example::Slow)
+        .program(&exe)
+        .nprocs(2)
+        .args(Vec::<OsString>::new())
+        .env("LD_PRELOAD", lib.as_os_str())
+        .start();
+    let status = job.wait_exit(Duration::from_secs(120));
+    let out = job.output();
+    assert!(
+        status.success() && out.stdout.contains("recorder check: ok"),
+        "{mpi}: recorder/check.c: {status}\n{out}"
+    );
+}
+
+#[test]
+fn recorder_check_program() {
+    for mpi in [Mpi::DebianOpenMpi, Mpi::PypiMpich] {
+        check_program(mpi);
+    }
+}
+
+/// `examples/fortran/p2p_cycle.f90` (the deadlock example in Fortran, `use mpi`) under Debian's
+/// Open MPI, whose Fortran library calls `PMPI_X`, past the C wrappers: the recorder's Fortran
+/// entry points (`recorder/fortran.c`) record its calls, each once. (The test bed's MPIs are
+/// built without Fortran, and PyPI's MPICH wheel ships no Fortran library or compiler
+/// wrapper.)
+#[test]
+fn a_recorded_fortran_deadlock_under_debians_open_mpi() {
+    gdb::require_ptrace();
+    let mpi = Mpi::DebianOpenMpi;
+    let lib = build_recorder();
+    let source = mpiq_tests::examples_source_dir().join("fortran/p2p_cycle.f90");
+    let exe = mpiq_tests::examples_build_dir(mpi).join("fortran").join("p2p_cycle");
+    let args: Vec<std::ffi::OsString> = vec!["-g".into(), "-O0".into(), "-Wall".into(), source.into()];
+    mpiq_tests::example::compile(
+        std::path::Path::new("/usr/bin/mpif90.openmpi"),
+        &args,
+        &exe,
+        &format!("examples/fortran/p2p_cycle.f90 with {mpi} (scripts/testbed installs gfortran)"),
+    );
+    let n = 3;
+    let job = Job::builder(mpi, Example::Deadlock)
+        .program(&exe)
+        .nprocs(n)
+        .env("LD_PRELOAD", lib.as_os_str())
+        .start();
+    let r = cli(&["job", "--starter", &job.starter_pid().to_string(), "--json"]);
+    let v = r.json_exact();
+    let procs = v["processes"].as_array().expect("processes");
+    assert_eq!(procs.len(), n, "{}", r.all());
+    for p in procs {
+        let rank = p["world_rank"].as_i64().unwrap_or_else(|| panic!("no rank: {p:#}"));
+        check_rank("Fortran, live", p, rank, n as i64, "open_mpi");
+    }
+    let one = procs.iter().find(|p| p["world_rank"] == 1).expect("rank 1");
+    let rec = &one["recorder"];
+    let names: Vec<&str> = rec["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .filter_map(|c| c["call"].as_str())
+        .collect();
+    assert_eq!(names, ["init", "irecv", "wait"], "each Fortran call once: {rec:#}");
+    let q = &rec["pending"][0];
+    assert_eq!((q["peer"].as_i64(), q["tag"].as_i64()), (Some(2), Some(401)), "{q:#}");
 }
