@@ -435,9 +435,9 @@ pub fn build_recorder() -> PathBuf {
     static BUILD: Mutex<()> = Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = workspace_root().join("recorder");
-    let sources = ["recorder.c", "calls.c"].map(|f| dir.join(f));
+    let sources = ["recorder.c", "calls.c", "fortran.c"].map(|f| dir.join(f));
     let out = examples_build_root().join("recorder").join("libmpiq_recorder.so");
-    let newest = ["recorder.c", "calls.c", "internal.h", "mpiq_recorder.h"]
+    let newest = ["recorder.c", "calls.c", "fortran.c", "internal.h", "mpiq_recorder.h"]
         .iter()
         .map(|f| mtime(&dir.join(f)).unwrap_or_else(|| panic!("recorder/{f} is missing")))
         .max()

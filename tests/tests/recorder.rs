@@ -142,3 +142,49 @@ fn recorder_check_program() {
         check_program(mpi);
     }
 }
+
+/// `examples/fortran/p2p_cycle.f90` (the deadlock example in Fortran, `use mpi`) under Debian's
+/// Open MPI, whose Fortran library calls `PMPI_X`, past the C wrappers: the recorder's Fortran
+/// entry points (`recorder/fortran.c`) record its calls, each once. (The test bed's MPIs are
+/// built without Fortran, and PyPI's MPICH wheel ships no Fortran library or compiler
+/// wrapper.)
+#[test]
+fn a_recorded_fortran_deadlock_under_debians_open_mpi() {
+    gdb::require_ptrace();
+    let mpi = Mpi::DebianOpenMpi;
+    let lib = build_recorder();
+    let source = examples_source_dir().join("fortran/p2p_cycle.f90");
+    let exe = examples_build_dir(mpi).join("fortran").join("p2p_cycle");
+    let args: Vec<OsString> = vec!["-g".into(), "-O0".into(), "-Wall".into(), source.into()];
+    compile(
+        std::path::Path::new("/usr/bin/mpif90.openmpi"),
+        &args,
+        &exe,
+        &format!("examples/fortran/p2p_cycle.f90 with {mpi} (scripts/testbed installs gfortran)"),
+    );
+    let n = 3;
+    let job = Job::builder(mpi, Example::Deadlock)
+        .program(&exe)
+        .nprocs(n)
+        .env("LD_PRELOAD", lib.as_os_str())
+        .start();
+    let r = cli(&["job", "--starter", &job.starter_pid().to_string(), "--json"]);
+    let v = r.json_exact();
+    let procs = v["processes"].as_array().expect("processes");
+    assert_eq!(procs.len(), n, "{}", r.all());
+    for p in procs {
+        let rank = p["world_rank"].as_i64().unwrap_or_else(|| panic!("no rank: {p:#}"));
+        check_rank("Fortran, live", p, rank, n as i64, "open_mpi");
+    }
+    let one = procs.iter().find(|p| p["world_rank"] == 1).expect("rank 1");
+    let rec = &one["recorder"];
+    let names: Vec<&str> = rec["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .filter_map(|c| c["call"].as_str())
+        .collect();
+    assert_eq!(names, ["init", "irecv", "wait"], "each Fortran call once: {rec:#}");
+    let q = &rec["pending"][0];
+    assert_eq!((q["peer"].as_i64(), q["tag"].as_i64()), (Some(2), Some(401)), "{q:#}");
+}
