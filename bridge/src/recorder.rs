@@ -17,8 +17,8 @@ pub const SYMBOL: &str = "mpiq_recorder";
 
 const MAGIC: &[u8; 8] = b"MPIQREC\0";
 const HEADER_LEN: usize = 120;
-const CALL_LEN: usize = 80;
-const PENDING_LEN: usize = 64;
+const CALL_LEN: usize = 88;
+const PENDING_LEN: usize = 80;
 const COMM_LEN: usize = 32;
 /// Largest table this reader reads (records): a header asking for more is
 /// not a recorder's.
@@ -29,6 +29,8 @@ const PEER_ANY_SOURCE: i32 = -32767;
 const PEER_PROC_NULL: i32 = -32766;
 const TAG_NONE: i32 = -32768;
 const TAG_ANY: i32 = -32767;
+/// `mpiq_recorder_pending.flags`: a persistent request (`MPI_Send_init`).
+const PENDING_PERSISTENT: u32 = 1;
 
 /// Why a process's recorder could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -129,15 +131,19 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
         target.read_memory(pending_at, &mut table)?;
         for chunk in table.chunks_exact(pending_size) {
             let f = Fields::new(chunk, order);
+            // 2: active; 4: a persistent request not started (not pending).
             if f.u32(0) != 2 {
                 continue;
             }
+            let waited_by = f.u64(64);
             rec.pending.push(RecordedRequest {
                 request: hex(f.u64(8)),
                 call: call_name(f.i32(4)).into(),
                 call_seq: f.u64(16),
                 args: args(&f, ArgsAt::PENDING),
                 start_ns: f.u64(32),
+                waited_by: (waited_by != 0).then_some(waited_by),
+                persistent: f.u32(72) & PENDING_PERSISTENT != 0,
             });
         }
         rec.pending.sort_by_key(|p| p.call_seq);
@@ -180,9 +186,15 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
 
 /// One call record.
 fn call(f: &Fields<'_>) -> RecordedCall {
+    let name = call_name(f.i32(48));
+    use crate::stacks::names::{classify, CallClass};
+    // The test family and the waits; MPI_Iprobe polls no request.
+    let waits = name != "iprobe" && matches!(classify(name), CallClass::Wait { .. } | CallClass::Poll { .. });
     RecordedCall {
+        requests_active: waits.then(|| i64::from(f.i32(80))),
+        requests_known: waits.then(|| i64::from(f.i32(84))),
         seq: f.u64(0),
-        call: call_name(f.i32(48)).into(),
+        call: name.into(),
         args: args(f, ArgsAt::CALL),
         source: peer_of(f.i32(72)).0,
         recv_tag: tag_of(f.i32(76)).0,
@@ -282,11 +294,16 @@ pub fn call_name(id: i32) -> &'static str {
         15 => "sendrecv",
         16 => "probe",
         17 => "iprobe",
+        18 => "mprobe",
+        19 => "improbe",
         20 => "isend",
         21 => "issend",
         22 => "ibsend",
         23 => "irsend",
         24 => "irecv",
+        25 => "mrecv",
+        26 => "imrecv",
+        27 => "sendrecv_replace",
         30 => "wait",
         31 => "waitall",
         32 => "waitany",
@@ -310,6 +327,13 @@ pub fn call_name(id: i32) -> &'static str {
         61 => "comm_split",
         62 => "comm_create",
         63 => "comm_free",
+        70 => "send_init",
+        71 => "ssend_init",
+        72 => "recv_init",
+        73 => "start",
+        74 => "startall",
+        75 => "bsend_init",
+        76 => "rsend_init",
         _ => "unknown",
     }
 }

@@ -89,6 +89,11 @@ pub enum Example {
     /// (default 10) or for SECONDS of rank 0's clock, ranks 2.. in `MPI_Barrier`; exits 0. Needs 3 x MIB MiB of memory. Not in
     /// [`Example::ALL`].
     Transfer,
+    /// `collective_skip.c`: ranks 0..n-2 in their 42nd `MPI_Allreduce` on `MPI_COMM_WORLD`,
+    /// rank n-1 skipped it after 41 and is in `MPI_Recv` from rank 0 (tag 9): a deadlock whose
+    /// collective numbers mpiq's flight recorder tells. Not in [`Example::ALL`] (see
+    /// [`Example::RECORDED`]).
+    CollectiveSkip,
 }
 
 impl Example {
@@ -127,6 +132,10 @@ impl Example {
     /// defaults (`transfer` needs 3 GiB of memory).
     pub const WORKLOADS: [Example; 2] = [Example::Stencil, Example::Transfer];
 
+    /// Programs for the flight recorder's tests (`tests/tests/recorder.rs`): not in
+    /// [`Example::ALL`].
+    pub const RECORDED: [Example; 1] = [Example::CollectiveSkip];
+
     /// The file stem: `examples/<name>.c`, and the executable's name.
     pub const fn name(self) -> &'static str {
         match self {
@@ -154,6 +163,7 @@ impl Example {
             Example::BlacsMismatch => "blacs_mismatch",
             Example::Stencil => "stencil",
             Example::Transfer => "transfer",
+            Example::CollectiveSkip => "collective_skip",
         }
     }
 

@@ -485,7 +485,36 @@ fn call_groups(
         }
         CallClass::SendRecv => vec![tied(scene, call, mine, &all)],
         CallClass::Wait { completion } | CallClass::Poll { completion } => {
-            let t: Vec<Wait> = mine.to_vec();
+            let recorded = scene
+                .job
+                .procs
+                .get(&r)
+                .is_some_and(|&pi| super::recorded::recorded(&scene.snap.processes[pi]));
+            let t: Vec<Wait> = match call.args.as_ref().and_then(|a| a.requests.as_ref()) {
+                // The flight recorder knows its requests: their operations
+                // only (a request started earlier and still pending is not
+                // waited on here; its message may long have arrived).
+                Some(requests) => mine
+                    .iter()
+                    .filter(|w| {
+                        op_of(scene.snap, w)
+                            .and_then(|o| o.request.as_ref())
+                            .is_some_and(|q| requests.contains(q))
+                    })
+                    .cloned()
+                    .collect(),
+                None if recorded && !matches!(call.name.as_str(), "iprobe" | "improbe") => {
+                    // Pending requests are listed, but not which it waits on.
+                    return vec![unknown_partners(
+                        scene,
+                        r,
+                        call,
+                        "on requests the flight recorder did not record",
+                        "on requests started by calls mpiq's flight recorder does not record",
+                    )];
+                }
+                None => mine.to_vec(),
+            };
             if t.is_empty() {
                 return vec![invisible(scene, r, call)];
             }

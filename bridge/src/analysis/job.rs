@@ -164,7 +164,7 @@ fn finalizing(p: &ProcessSnapshot) -> bool {
 
 /// Why a process's waits cannot be known, if so.
 fn unreadable(p: &ProcessSnapshot) -> Option<String> {
-    if let Some(m) = &p.queues_missing {
+    if let Some(m) = p.queues_missing.as_ref().filter(|_| !super::recorded::recorded(p)) {
         // The process's error has the long story and the fix.
         return Some(
             match m.reason {

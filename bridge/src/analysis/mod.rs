@@ -58,6 +58,7 @@ mod matching;
 mod missing;
 mod model;
 mod progress;
+mod recorded;
 mod verdict;
 mod waited;
 mod words;
@@ -66,6 +67,8 @@ mod words;
 mod library_tests;
 #[cfg(test)]
 mod python_tests;
+#[cfg(test)]
+mod recorder_tests;
 #[cfg(test)]
 mod stack_tests;
 #[cfg(test)]
@@ -113,8 +116,24 @@ pub fn analyze_owned(
     previous: Option<&Snapshot>,
     interval_ms: Option<u64>,
 ) -> (Analysis, Snapshot) {
+    // The flight recorder's queues where the MPI gives none, in both
+    // samples alike (the comparison of their queues must see the same).
+    let mut notes = recorded::apply(&mut snap);
+    notes.extend(recorded::collective_notes(&snap));
+    let prev_recorded = previous
+        .filter(|p| {
+            p.processes
+                .iter()
+                .any(|q| q.queues_missing.is_some() && q.recorder.is_some())
+        })
+        .map(|p| {
+            let mut p = p.clone();
+            recorded::apply(&mut p);
+            p
+        });
+    let previous = prev_recorded.as_ref().or(previous);
     let report = groups::infer(&mut snap);
-    let mut notes: Vec<String> = report.note().into_iter().collect();
+    notes.extend(report.note());
     let ids = groups::identify(&snap);
     let mut job = job::Job::new(&snap);
     notes.append(&mut job.notes);
@@ -173,7 +192,9 @@ pub fn analyze_owned(
         .iter()
         .filter(|(_, &pi)| {
             let p = &snap.processes[pi];
-            p.queues_missing.is_some() && p.stacks.as_ref().is_some_and(|s| !s.threads.is_empty())
+            p.queues_missing.is_some()
+                && !recorded::recorded(p)
+                && p.stacks.as_ref().is_some_and(|s| !s.threads.is_empty())
         })
         .map(|(&r, _)| r)
         .collect();

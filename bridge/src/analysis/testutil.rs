@@ -94,6 +94,7 @@ pub(crate) fn recv(source: Option<i64>, tag: Option<i64>) -> Operation {
         system_buffer: false,
         actual: None,
         extra_text: Vec::new(),
+        request: None,
     }
 }
 
@@ -118,6 +119,7 @@ pub(crate) fn send(dest: i64, tag: i64, status: Status) -> Operation {
             length: Some(16),
         }),
         extra_text: Vec::new(),
+        request: None,
     }
 }
 

@@ -193,6 +193,7 @@ pub(crate) fn operation(raw: &mqs_pending_operation, kind: QueueKind, comm: &Com
             .map(|l| text(l))
             .filter(|l| !l.trim().is_empty())
             .collect(),
+        request: None,
     }
 }
 

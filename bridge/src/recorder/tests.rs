@@ -10,8 +10,10 @@ const NPENDING: u32 = 4;
 const NCOMMS: u32 = 4;
 const NRANKS: u32 = 16;
 const CALLS_AT: u32 = 120;
-const PENDING_AT: u32 = CALLS_AT + NCALLS * 80;
-const COMMS_AT: u32 = PENDING_AT + NPENDING * 64;
+const CALL: u32 = 88;
+const PENDING: u32 = 80;
+const PENDING_AT: u32 = CALLS_AT + NCALLS * CALL;
+const COMMS_AT: u32 = PENDING_AT + NPENDING * PENDING;
 const RANKS_AT: u32 = COMMS_AT + NCOMMS * 32;
 const WORLD: u64 = 0x4400_0000;
 
@@ -38,8 +40,8 @@ impl Image {
         i.u32(28, 4);
         i.u64(32, WORLD);
         for (at, vals) in [
-            (72, [CALLS_AT, NCALLS, 80]),
-            (84, [PENDING_AT, NPENDING, 64]),
+            (72, [CALLS_AT, NCALLS, CALL]),
+            (84, [PENDING_AT, NPENDING, PENDING]),
             (96, [COMMS_AT, NCOMMS, 32]),
         ] {
             for (k, v) in vals.iter().enumerate() {
@@ -67,7 +69,7 @@ impl Image {
     /// Records call number `seq` (1-based) as the recorder does.
     #[allow(clippy::too_many_arguments)]
     fn call(&mut self, seq: u64, id: i32, comm: u64, peer: i32, tag: i32, coll: u64, end: u64) {
-        let at = (CALLS_AT + ((seq - 1) % u64::from(NCALLS)) as u32 * 80) as usize;
+        let at = (CALLS_AT + ((seq - 1) % u64::from(NCALLS)) as u32 * CALL) as usize;
         self.u64(at, seq);
         self.u64(at + 8, 1000 * seq);
         self.u64(at + 16, end);
@@ -162,7 +164,7 @@ fn a_wrapped_ring_keeps_its_last_records_and_leaves_out_one_being_written() {
     }
     // Call 12 was claimed: its slot (call 4's) has seq 0 while it is written.
     i.u64(48, 12);
-    i.u64((CALLS_AT + 3 * 80) as usize, 0);
+    i.u64((CALLS_AT + 3 * CALL) as usize, 0);
     let r = read(&mut i).unwrap().unwrap();
     let seqs: Vec<u64> = r.calls.iter().map(|c| c.seq).collect();
     assert_eq!(seqs, [5, 6, 7, 8, 9, 10, 11]);
@@ -182,8 +184,17 @@ fn pending_requests_and_communicators_with_their_world_ranks() {
     i.u64(p + 24, WORLD);
     i.i32(p + 48, PEER_ANY_SOURCE);
     i.i32(p + 52, 7);
-    i.u32(p + 64, 3);
-    i.u32(p + 128, 1);
+    i.u64(p + 64, 9);
+    let freed = p + PENDING as usize;
+    i.u32(freed, 3);
+    i.u32(freed + PENDING as usize, 1);
+    // A persistent receive not started (4) is not pending; one started is.
+    let q = freed + 2 * PENDING as usize;
+    i.u32(q, 4);
+    i.i32(q + 4, 72);
+    i.u64(q + 8, 0x2c00_0009);
+    i.u64(q + 16, 3);
+    i.u32(q + 72, 1);
     // WORLD, and a split communicator of world ranks 2 and 3.
     let c = COMMS_AT as usize;
     i.u32(c, 2);
@@ -209,6 +220,11 @@ fn pending_requests_and_communicators_with_their_world_ranks() {
         ("irecv", true, None, Some(7))
     );
     assert_eq!(q.request, "0x2c000001");
+    assert_eq!((q.waited_by, q.persistent), (Some(9), false));
+    i.u32(q_at(3), 2);
+    let r2 = read(&mut i).unwrap().unwrap();
+    let started: Vec<(&str, bool)> = r2.pending.iter().map(|p| (p.call.as_str(), p.persistent)).collect();
+    assert_eq!(started, [("irecv", false), ("recv_init", true)]);
     assert_eq!(r.comms.len(), 2);
     assert!(r.comms[0].world && r.comms[0].world_ranks.is_none());
     assert_eq!((r.comms[0].size, r.comms[0].collectives), (4, 3));
@@ -218,6 +234,28 @@ fn pending_requests_and_communicators_with_their_world_ranks() {
     i.i32(c + 60, NRANKS as i32 - 1);
     let r = read(&mut i).unwrap().unwrap();
     assert_eq!(r.comms[1].world_ranks, None);
+}
+
+/// Where pending slot `k` is.
+fn q_at(k: usize) -> usize {
+    PENDING_AT as usize + k * PENDING as usize
+}
+
+#[test]
+fn a_wait_says_how_many_of_its_requests_are_known() {
+    let mut i = Image::new();
+    i.call(1, 24, WORLD, 2, 401, 0, 5);
+    i.call(2, 31, 0, PEER_NONE, TAG_NONE, 0, 0);
+    let at = (CALLS_AT + CALL) as usize;
+    i.i32(at + 80, 3);
+    i.i32(at + 84, 2);
+    let r = read(&mut i).unwrap().unwrap();
+    assert_eq!(
+        (r.calls[1].requests_active, r.calls[1].requests_known),
+        (Some(3), Some(2))
+    );
+    // Not a wait: the fields are not its.
+    assert_eq!(r.calls[0].requests_active, None);
 }
 
 #[test]

@@ -8,6 +8,7 @@ use std::fmt::Write;
 
 pub mod folded;
 pub mod handoff;
+pub mod recorder;
 pub mod report;
 mod stacks;
 pub mod tree;
@@ -160,6 +161,7 @@ fn render_process(out: &mut String, p: &ProcessSnapshot, opts: &DumpOptions) {
         }
         None => render_queues(out, p, opts),
     }
+    recorder::process_text(out, p);
     if let Some(st) = &p.stacks {
         stacks::render_stacks(out, st, opts.stacks);
     }
@@ -249,12 +251,16 @@ fn render_comm(out: &mut String, c: &Communicator, opts: &DumpOptions) {
 
 fn render_op(out: &mut String, i: usize, op: &Operation, kind: QueueKind) {
     let tag = if op.any_tag { "ANY_TAG".to_string() } else { opt(op.tag) };
+    // The flight recorder's operations have a request, not a buffer.
+    let handle = match (&op.request, op.buffer.is_empty()) {
+        (Some(r), true) => format!("request {r}"),
+        _ => format!("buffer {}", op.buffer),
+    };
     let mut line = format!(
-        "      [{i}] {:<8} {}  tag {tag}  length {}  buffer {}",
+        "      [{i}] {:<8} {}  tag {tag}  length {}  {handle}",
         op.status.as_str(),
         peer_text(op, kind),
         opt(op.length),
-        op.buffer
     );
     if op.system_buffer {
         line.push_str(" (system buffer)");
@@ -314,6 +320,7 @@ mod tests {
             system_buffer: false,
             actual: None,
             extra_text: vec!["Data: 16 instances of MPI_INT".into()],
+            request: None,
         }
     }
 

@@ -130,6 +130,10 @@ impl Report {
                     out.push('\n');
                     out.push_str(&handoff::text(&groups, &h.debuggers));
                 }
+                if let Some(calls) = super::recorder::job_text(&self.snapshot) {
+                    out.push('\n');
+                    out.push_str(&calls);
+                }
                 out.push('\n');
                 out.push_str(&self.detail_text(a, opts));
                 out

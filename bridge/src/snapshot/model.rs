@@ -278,6 +278,18 @@ pub struct MpiCall {
     /// end), when the interpreter's debug information gives it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub python_exit_status: Option<i64>,
+    /// A wait or test call: the requests it waits on, as mpiq's flight
+    /// recorder kept them (their operations' `request`); `None` when not
+    /// all of them are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<Vec<String>>,
+    /// A collective: its number among the collectives this process began
+    /// on the communicator (1, 2, ...), from the flight recorder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective_seq: Option<u64>,
+    /// The flight recorder gave the arguments the frames did not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recorded: bool,
     /// A digest of the calling frames' registers and stack
     /// ([`crate::stacks::state`]): two samples with the same call and a
     /// different digest went round and came back. Host-specific; not in
@@ -580,6 +592,11 @@ pub struct Operation {
     pub actual: Option<Actual>,
     /// Free text from the library, one entry per line.
     pub extra_text: Vec<String>,
+    /// The request handle the program holds for it (`0x...`): known only
+    /// for operations mpiq's flight recorder kept (`recorder`), none of a
+    /// debug library's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 /// A string that many processes hold the same: a function's name, an

@@ -83,6 +83,14 @@ pub struct RecordedCall {
     /// The request it started, or the first one it waits on (`0x...`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<String>,
+    /// A wait or test call: how many requests it was given that were not
+    /// `MPI_REQUEST_NULL`, and how many of those the pending table holds
+    /// (the others, started by calls the recorder does not record, are
+    /// not known: what the call waits for is then not all known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_active: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_known: Option<i64>,
     /// The calling thread.
     pub tid: u64,
     /// When it began and returned (CLOCK_MONOTONIC of the process's node);
@@ -103,6 +111,14 @@ pub struct RecordedRequest {
     #[serde(flatten)]
     pub args: RecordedArgs,
     pub start_ns: u64,
+    /// The `seq` of the last wait or test call given it: the call still
+    /// running with that number waits on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waited_by: Option<u64>,
+    /// A persistent request (`MPI_Send_init`, `MPI_Recv_init`), started by
+    /// `MPI_Start`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub persistent: bool,
 }
 
 /// A communicator the process used.

@@ -95,6 +95,9 @@ enum Reason {
     Maybe(String),
     /// Not in a collective on it.
     Not,
+    /// Not in a collective on it, and the flight recorder says it has not
+    /// begun this one: how many it has begun on it.
+    Behind(u64),
 }
 
 /// Members absent for one reason, sorted.
@@ -117,9 +120,9 @@ pub(crate) struct Absent {
     classes: Vec<Class>,
 }
 
-/// The [`Absent`] of each (communicator, collective, root), as the ranks of
-/// a scene ask.
-pub(crate) type Absents = HashMap<(usize, String, Option<i64>), Rc<Absent>>;
+/// The [`Absent`] of each (communicator, collective, root, its number on
+/// the communicator), as the ranks of a scene ask.
+pub(crate) type Absents = HashMap<(usize, String, Option<i64>, Option<u64>), Rc<Absent>>;
 
 /// A collective's communicator.
 struct On<'c> {
@@ -130,20 +133,83 @@ struct On<'c> {
     id: usize,
     /// The call's root as a world rank, if it has one.
     root: Option<i64>,
+    /// The call's number among the collectives its rank began on the
+    /// communicator (the flight recorder's), if known.
+    seq: Option<u64>,
+}
+
+/// How many collectives world rank `m` has begun on the communicator of
+/// identity `id`, as its flight recorder counts them: known for a rank whose
+/// queues are the recorder's (its communicators are the recorder's).
+fn begun(scene: &Scene<'_>, m: i64, id: usize) -> Option<u64> {
+    let &pm = scene.job.procs.get(&m)?;
+    let p = &scene.snap.processes[pm];
+    if !crate::analysis::recorded::recorded(p) {
+        return None;
+    }
+    let ci = (0..p.communicators.len()).find(|&ci| scene.ids.get(pm, ci) == Some(id))?;
+    let handle = &p.communicators[ci].id;
+    p.recorder
+        .as_ref()?
+        .comms
+        .iter()
+        .find(|k| &k.handle == handle)
+        .map(|k| k.collectives)
+}
+
+/// `MPI_Allreduce #42`: a collective with its number, when known.
+pub(crate) fn numbered(name: &str, seq: Option<u64>) -> String {
+    match seq {
+        Some(n) => format!("{} #{n}", c_name(name)),
+        None => c_name(name),
+    }
 }
 
 /// Where every member of the communicator is with respect to rank `r`'s
 /// `call` on it.
 fn absent(scene: &Scene<'_>, r: i64, call: &Call, on: &On<'_>, maybe: &mut BTreeMap<i64, String>) -> Absent {
-    let On { c, group, id, root } = *on;
-    let name = c_name(&call.name);
+    let On {
+        c,
+        group,
+        id,
+        root,
+        seq,
+    } = *on;
+    let name = numbered(&call.name, seq);
     let on = comm_words(&c.name);
     let mut by: Vec<(Reason, Vec<(i64, i64)>)> = Vec::new();
     for (l, &m) in group.iter().enumerate() {
         if m == r {
             continue;
         }
+        // The flight recorder's numbers: a member past this collective has
+        // done its part in it; one before it has yet to come.
+        let passed = |n: u64| seq.is_some_and(|s| n >= s);
         let reason = match arrival(scene, m, id) {
+            Arrival::In(there) if there.args.as_ref().and_then(|a| a.collective_seq).zip(seq).is_some() => {
+                let theirs = there.args.as_ref().and_then(|a| a.collective_seq).unwrap_or(0);
+                let mine = seq.unwrap_or(0);
+                if theirs > mine {
+                    continue;
+                }
+                let their_root = there
+                    .args
+                    .as_ref()
+                    .and_then(|a| a.root)
+                    .and_then(|l| translate(c, Some(l)));
+                let same_root = root.is_none() || their_root.is_none() || root == their_root;
+                if theirs == mine && there.name == call.name && same_root {
+                    continue;
+                }
+                let what = numbered(&there.name, Some(theirs));
+                Reason::Other(if theirs < mine {
+                    format!("{what} (an earlier one)")
+                } else if there.name == call.name {
+                    format!("{what} with another root")
+                } else {
+                    what
+                })
+            }
             Arrival::In(there) => {
                 let their_root = there
                     .args
@@ -161,8 +227,12 @@ fn absent(scene: &Scene<'_>, r: i64, call: &Call, on: &On<'_>, maybe: &mut BTree
                     theirs
                 })
             }
+            Arrival::Finalizing | Arrival::Not if begun(scene, m, id).is_some_and(passed) => continue,
             Arrival::Finalizing => Reason::Finalizing,
             Arrival::Maybe(their) => Reason::Maybe(their),
+            Arrival::Not if seq.is_some() && begun(scene, m, id).is_some() => {
+                Reason::Behind(begun(scene, m, id).unwrap_or(0))
+            }
             Arrival::Not => {
                 if let Some(Place::NoStacks(why)) = scene.places.get(&m) {
                     maybe.entry(m).or_insert_with(|| {
@@ -200,7 +270,8 @@ fn absent(scene: &Scene<'_>, r: i64, call: &Call, on: &On<'_>, maybe: &mut BTree
 /// The members it waits for are shared sets ([`Target::AllOf`]), found
 /// once per collective however many ranks are in it.
 pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTreeMap<i64, String>) -> Vec<Wait> {
-    let name = c_name(&call.name);
+    let seq = call.args.as_ref().and_then(|a| a.collective_seq);
+    let name = numbered(&call.name, seq);
     let others = usize::try_from(scene.job.size - 1).unwrap_or(1).max(1);
     let unresolved = |why: String| {
         let words = format!("rank {r} is in {name} and waits for the members of its communicator");
@@ -240,7 +311,7 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
         .as_ref()
         .and_then(|a| a.root)
         .and_then(|l| translate(c, Some(l)));
-    let key = (id, call.name.clone(), root);
+    let key = (id, call.name.clone(), root, seq);
     let cached = scene.absents.borrow().get(&key).cloned();
     let found = match cached {
         Some(a) => a,
@@ -250,6 +321,7 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
                 group: &group,
                 id,
                 root,
+                seq,
             };
             let a = Rc::new(absent(scene, r, call, &on, maybe));
             scene.absents.borrow_mut().insert(key, Rc::clone(&a));
@@ -319,8 +391,19 @@ pub(super) fn collective(scene: &Scene<'_>, r: i64, call: &Call, maybe: &mut BTr
                     Some(why),
                 );
             }
-            Reason::Not => {
-                let tail = (", which is not in it", ", which are not in it");
+            Reason::Not | Reason::Behind(_) => {
+                let behind = match class.reason {
+                    Reason::Behind(n) => Some((
+                        format!(", which is not in it (it has begun {n} collectives on it)"),
+                        format!(", which are not in it (each has begun {n} collectives on it)"),
+                    )),
+                    _ => None,
+                };
+                let tail = behind
+                    .as_ref()
+                    .map_or((", which is not in it", ", which are not in it"), |(a, b)| {
+                        (a.as_str(), b.as_str())
+                    });
                 // Which absent members the call cannot complete without.
                 let all_needed = match kind {
                     Collective::Synchronising => true,

@@ -1,0 +1,387 @@
+//! What mpiq's flight recorder (`ProcessSnapshot::recorder`) tells of a rank
+//! whose MPI gives no message queues (a packaged MPI, UCX): its pending
+//! requests become its queues, and the calls it is in get the arguments
+//! the recorder kept, so the analysis draws wait-for edges with peers and
+//! tags where it would otherwise have the stacks alone.
+//!
+//! The recorder's view is what the *program* started and has not completed
+//! (a wait or test that completed it), not what the MPI has matched: a
+//! receive whose message already arrived is still pending until waited on.
+//! So a rank's queue waits are tied to the very requests its wait call
+//! waits on (`MpiCall::requests`), never to every pending one, and a rank
+//! is given recorded queues only when every blocking call its stacks show
+//! is one the recorder recorded (else what it waits on is not all known,
+//! and it stays a rank known from its stacks alone).
+
+use crate::snapshot::model::{
+    Communicator, Group, MpiCall, Operation, Peer, ProcessSnapshot, Queue, Queues, Snapshot, Status, Text,
+};
+use crate::snapshot::recorder::{RecordedArgs, RecordedCall, RecordedRequest, Recording};
+use crate::stacks::names::{classify, CallClass};
+use crate::stacks::position::{c_name, outermost_entry, position, Position};
+
+/// `Communicator::world_ranks_source` of the recorder's communicators.
+pub(crate) const SOURCE: &str = "recorder";
+
+/// Whether the queues of `p` are the flight recorder's (its MPI gives none).
+pub(crate) fn recorded(p: &ProcessSnapshot) -> bool {
+    p.queues_missing.is_some()
+        && p.communicators
+            .iter()
+            .any(|c| c.world_ranks_source.as_deref() == Some(SOURCE))
+}
+
+/// Gives every process whose MPI shows no queues, and whose recorder can
+/// say what it waits on, the queues and call arguments the recorder kept;
+/// returns notes on the ones it could not.
+pub(crate) fn apply(snap: &mut Snapshot) -> Vec<String> {
+    let mut notes = Vec::new();
+    for p in &mut snap.processes {
+        if p.queues_missing.is_none() || !p.communicators.is_empty() {
+            continue;
+        }
+        let Some(rec) = p.recorder.as_ref() else {
+            continue;
+        };
+        if !rec.initialized || rec.mpi == "unknown" || rec.comms.is_empty() {
+            continue;
+        }
+        let who = p
+            .world_rank
+            .map_or_else(|| "a process".to_string(), |r| format!("rank {r}"));
+        if !rec.pending_complete {
+            notes.push(format!(
+                "{who}: the flight recorder's table of pending requests overflowed; its pending requests are not used"
+            ));
+            continue;
+        }
+        let calls = match in_progress(p, rec) {
+            Ok(calls) => calls,
+            Err(why) => {
+                notes.push(format!("{who}: {why}; its pending requests are not used"));
+                continue;
+            }
+        };
+        let comms = communicators(rec);
+        let stacks = p.stacks.get_or_insert_with(Default::default);
+        for (tid, entry, name, c) in calls {
+            let at = stacks.calls.iter().position(|m| m.tid == tid);
+            let m = match at {
+                Some(i) => &mut stacks.calls[i],
+                None => {
+                    stacks.calls.push(MpiCall {
+                        tid,
+                        frame: u32::try_from(entry).unwrap_or(u32::MAX),
+                        call: name,
+                        ..MpiCall::default()
+                    });
+                    stacks.calls.last_mut().expect("just pushed")
+                }
+            };
+            fill(m, c, rec, &comms);
+        }
+        p.communicators = comms;
+        p.messages.push(
+            "its MPI shows no message queues: the pending requests and call arguments shown are from mpiq's flight recorder"
+                .into(),
+        );
+    }
+    notes
+}
+
+/// The recorder's in-progress call of each application thread the stacks
+/// show in a blocking MPI call: (thread, entry frame, call, record), or why
+/// one of them is not known.
+fn in_progress<'r>(
+    p: &ProcessSnapshot,
+    rec: &'r Recording,
+) -> Result<Vec<(u64, usize, String, &'r RecordedCall)>, String> {
+    let mut out = Vec::new();
+    let Some(st) = &p.stacks else {
+        return Ok(out);
+    };
+    for t in &st.threads {
+        let Position::InMpi { call, class, .. } = position(t) else {
+            continue;
+        };
+        if !class.blocks() {
+            continue;
+        }
+        // The thread's latest call that has not returned: the one it is in
+        // (a call the MPI makes from inside another comes later).
+        let running = rec
+            .calls
+            .iter()
+            .rev()
+            .find(|c| c.tid == t.tid && c.end_ns.is_none() && c.call == call);
+        let Some(c) = running else {
+            return Err(format!(
+                "its thread {} is in {}, which the flight recorder did not record",
+                t.tid,
+                c_name(&call)
+            ));
+        };
+        let entry = outermost_entry(t).map_or(0, |(i, _)| i);
+        out.push((t.tid, entry, call, c));
+    }
+    Ok(out)
+}
+
+/// The recorder's communicators, with their queues.
+fn communicators(rec: &Recording) -> Vec<Communicator> {
+    let running: Vec<&RecordedCall> = rec.calls.iter().filter(|c| c.end_ns.is_none()).collect();
+    rec.comms
+        .iter()
+        .map(|c| {
+            let members: Option<Vec<i64>> = if c.world {
+                Some((0..c.size).collect())
+            } else {
+                c.world_ranks.clone()
+            };
+            let world = |local: Option<i64>| {
+                let l = usize::try_from(local?).ok()?;
+                members.as_ref()?.get(l).copied()
+            };
+            let on_comm = |a: &RecordedArgs| a.comm.as_deref() == Some(c.handle.as_str());
+            let mut receives = Vec::new();
+            let mut sends = Vec::new();
+            // Nonblocking requests started and not completed.
+            for r in rec.pending.iter().filter(|r| on_comm(&r.args)) {
+                let op = operation(&r.args, &world, request_words(r), Some(r.request.clone()));
+                match r.call.as_str() {
+                    "irecv" | "imrecv" | "recv_init" => receives.push(op),
+                    "isend" | "issend" | "ibsend" | "irsend" | "send_init" | "ssend_init" | "bsend_init"
+                    | "rsend_init" => sends.push(op),
+                    _ => {}
+                }
+            }
+            // Blocking receives in progress, as a debug library lists them
+            // (blocking sends are not listed, as MPICH's library does not:
+            // their waits come from the calls' arguments).
+            for r in running.iter().filter(|r| on_comm(&r.args)) {
+                let words = vec![format!(
+                    "from mpiq's flight recorder: {} (call {}), running",
+                    c_name(&r.call),
+                    r.seq
+                )];
+                match r.call.as_str() {
+                    "recv" => receives.push(operation(&r.args, &world, words, None)),
+                    "sendrecv" | "sendrecv_replace" => {
+                        let recv = RecordedArgs {
+                            peer: r.source,
+                            any_source: r.source.is_none(),
+                            tag: r.recv_tag,
+                            any_tag: r.recv_tag.is_none(),
+                            ..r.args.clone()
+                        };
+                        receives.push(operation(&recv, &world, words, None));
+                    }
+                    _ => {}
+                }
+            }
+            Communicator {
+                id: c.handle.clone(),
+                name: if c.world {
+                    "MPI_COMM_WORLD".into()
+                } else {
+                    format!("comm {}", c.handle)
+                },
+                size: Some(c.size),
+                local_rank: Some(c.rank),
+                world_ranks: members.map(|m| m.into_iter().map(Some).collect::<Group>()),
+                world_ranks_source: Some(Text::from(SOURCE)),
+                world_ranks_rejected: None,
+                queues: Queues {
+                    sends: Queue::available(sends),
+                    receives: Queue::available(receives),
+                    unexpected: Queue::unavailable(
+                        "mpiq's flight recorder does not see messages that arrive before their receive is posted",
+                    ),
+                },
+            }
+        })
+        .collect()
+}
+
+fn request_words(r: &RecordedRequest) -> Vec<String> {
+    vec![format!(
+        "from mpiq's flight recorder: {} (call {}), request {}{}",
+        c_name(&r.call),
+        r.call_seq,
+        r.request,
+        if r.persistent { ", persistent" } else { "" }
+    )]
+}
+
+/// A queue operation from a recorded call's arguments.
+fn operation(
+    a: &RecordedArgs,
+    world: &dyn Fn(Option<i64>) -> Option<i64>,
+    extra_text: Vec<String>,
+    request: Option<String>,
+) -> Operation {
+    Operation {
+        status: Status::Pending,
+        peer: Peer {
+            local: a.peer,
+            world: world(a.peer),
+        },
+        any_source: a.any_source,
+        tag: a.tag,
+        any_tag: a.any_tag,
+        // Bytes, as Open MPI's library says them.
+        length: a.type_size.map(|s| s * a.count),
+        buffer: String::new(),
+        system_buffer: false,
+        actual: None,
+        extra_text,
+        request,
+    }
+}
+
+/// Fills what the frames did not give of a call from its record.
+fn fill(m: &mut MpiCall, c: &RecordedCall, rec: &Recording, comms: &[Communicator]) {
+    let mut gave = false;
+    let class = classify(&c.call);
+    if let Some(h) = &c.args.comm {
+        if comms.iter().any(|k| &k.id == h) {
+            if m.communicator.is_none() {
+                m.communicator = Some(h.clone());
+                gave = true;
+            }
+            if m.comm_handle.is_none() {
+                m.comm_handle = Some(h.clone());
+            }
+        }
+    }
+    match class {
+        CallClass::Collective { .. } => {
+            if m.root.is_none() && c.args.peer.is_some() {
+                m.root = c.args.peer;
+                gave = true;
+            }
+            m.collective_seq = c.args.collective_seq;
+        }
+        CallClass::Wait { .. } | CallClass::Poll { .. } if c.call != "iprobe" && c.call != "improbe" => {
+            // Every request it was given that is not null must be known.
+            if c.requests_active.is_some() && c.requests_active == c.requests_known {
+                let mine: Vec<String> = rec
+                    .pending
+                    .iter()
+                    .filter(|r| r.waited_by == Some(c.seq))
+                    .map(|r| r.request.clone())
+                    .collect();
+                if i64::try_from(mine.len()).ok() == c.requests_known {
+                    m.requests = Some(mine);
+                    gave = true;
+                }
+            }
+        }
+        _ => {
+            if m.peer.is_none() && !m.any_source && (c.args.peer.is_some() || c.args.any_source) {
+                m.peer = c.args.peer;
+                m.any_source = c.args.any_source;
+                gave = true;
+            }
+            if m.tag.is_none() && !m.any_tag && (c.args.tag.is_some() || c.args.any_tag) {
+                m.tag = c.args.tag;
+                m.any_tag = c.args.any_tag;
+                gave = true;
+            }
+        }
+    }
+    if gave {
+        m.recorded = true;
+        m.why = None;
+    }
+}
+
+/// Where the ranks are among the collectives of each communicator, when
+/// the flight recorder shows them in different ones (PyTorch's flight
+/// recorder says "not all ranks joining collective 5"): `collectives on
+/// MPI_COMM_WORLD (mpiq's flight recorder): ranks 0-2 are in #42
+/// (MPI_Allreduce), rank 3 in #41 (MPI_Allreduce); rank 4 is in none (it
+/// has begun 40)`. A communicator is known across processes by its
+/// members' world ranks, where no process has two with the same.
+pub(crate) fn collective_notes(snap: &Snapshot) -> Vec<String> {
+    use std::collections::BTreeMap;
+    type Key = Vec<i64>;
+    /// A communicator's name; its ranks by the collective (number, call)
+    /// they are in; the others by how many they have begun.
+    type OnComm = (String, BTreeMap<(u64, String), Vec<i64>>, BTreeMap<u64, Vec<i64>>);
+    // Per communicator: its name, who is in which collective, who in none.
+    let mut by: BTreeMap<Key, OnComm> = BTreeMap::new();
+    for p in snap.processes.iter().filter(|p| recorded(p)) {
+        let (Some(rank), Some(rec)) = (p.world_rank.map(i64::from), p.recorder.as_ref()) else {
+            continue;
+        };
+        let keyed: Vec<(Key, &crate::snapshot::recorder::RecordedComm)> = rec
+            .comms
+            .iter()
+            .filter_map(|k| {
+                let members = if k.world {
+                    (0..k.size).collect()
+                } else {
+                    k.world_ranks.clone()?
+                };
+                Some((members, k))
+            })
+            .collect();
+        for (key, k) in &keyed {
+            if keyed.iter().filter(|(other, _)| other == key).count() > 1 {
+                continue;
+            }
+            let name = if k.world {
+                "MPI_COMM_WORLD".to_string()
+            } else {
+                format!("comm {}", k.handle)
+            };
+            let entry = by
+                .entry(key.clone())
+                .or_insert_with(|| (name, BTreeMap::new(), BTreeMap::new()));
+            let in_one = rec.calls.iter().rev().find(|c| {
+                c.end_ns.is_none()
+                    && c.args.comm.as_deref() == Some(k.handle.as_str())
+                    && c.args.collective_seq.is_some()
+            });
+            match in_one {
+                Some(c) => entry
+                    .1
+                    .entry((c.args.collective_seq.unwrap_or(0), c.call.clone()))
+                    .or_default()
+                    .push(rank),
+                None => entry.2.entry(k.collectives).or_default().push(rank),
+            }
+        }
+    }
+    let mut notes = Vec::new();
+    for (_, (name, inside, outside)) in by {
+        if inside.is_empty() || (inside.len() == 1 && outside.is_empty()) {
+            continue;
+        }
+        let mut parts: Vec<String> = inside
+            .iter()
+            .rev()
+            .map(|((seq, call), ranks)| {
+                let verb = if ranks.len() == 1 { "is" } else { "are" };
+                format!("{} {verb} in #{seq} ({})", super::ranks_words(ranks), c_name(call))
+            })
+            .collect();
+        for (begun, ranks) in outside.iter().rev() {
+            let (verb, has) = if ranks.len() == 1 {
+                ("is", "it has")
+            } else {
+                ("are", "each has")
+            };
+            parts.push(format!(
+                "{} {verb} in none ({has} begun {begun})",
+                super::ranks_words(ranks)
+            ));
+        }
+        notes.push(format!(
+            "collectives on {name} (mpiq's flight recorder): {}",
+            parts.join("; ")
+        ));
+    }
+    notes
+}

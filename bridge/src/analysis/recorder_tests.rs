@@ -1,0 +1,352 @@
+//! The verdict on ranks whose MPI gives no queues but whose flight recorder
+//! was read (`recorded.rs`): synthetic snapshots, end to end through
+//! [`analyze`].
+
+use super::testutil::*;
+use super::*;
+use crate::snapshot::model::{MissingReason, MpiCall, ProcessSnapshot, QueuesMissing, Stacks, ThreadStack};
+use crate::snapshot::recorder::{RecordedArgs, RecordedCall, RecordedComm, RecordedRequest, Recording};
+
+const LIBMPI: &str = "/usr/lib/x86_64-linux-gnu/libmpi.so.40";
+const APP: &str = "/opt/u/app";
+const WORLD: &str = "0x7f0000001000";
+
+/// A thread in MPI call `entry` (`PMPI_Wait`) called from `main` at `line`.
+fn in_mpi(tid: u64, entry: &str, line: u32) -> ThreadStack {
+    ThreadStack {
+        tid,
+        frames: vec![
+            frame("opal_progress", LIBMPI, None),
+            frame(entry, LIBMPI, None),
+            frame("main", APP, Some(line)),
+        ],
+        ..ThreadStack::default()
+    }
+}
+
+/// A thread computing in the application.
+fn computing(tid: u64) -> ThreadStack {
+    ThreadStack {
+        tid,
+        frames: vec![frame("solve", APP, Some(90)), frame("main", APP, Some(12))],
+        ..ThreadStack::default()
+    }
+}
+
+/// Arguments on `MPI_COMM_WORLD`.
+fn on_world(peer: Option<i64>, tag: Option<i64>) -> RecordedArgs {
+    RecordedArgs {
+        comm: Some(WORLD.into()),
+        peer,
+        tag,
+        count: 16,
+        type_size: Some(4),
+        ..RecordedArgs::default()
+    }
+}
+
+/// Call `seq` of thread `tid`; `running`: it has not returned.
+fn call(seq: u64, tid: u64, name: &str, args: RecordedArgs, running: bool) -> RecordedCall {
+    RecordedCall {
+        seq,
+        call: name.into(),
+        args,
+        tid,
+        start_ns: seq * 1000,
+        end_ns: (!running).then_some(seq * 1000 + 10),
+        ..RecordedCall::default()
+    }
+}
+
+/// A wait call given `active` requests, `known` of them in the table.
+fn wait(seq: u64, tid: u64, name: &str, active: i64, known: i64) -> RecordedCall {
+    RecordedCall {
+        requests_active: Some(active),
+        requests_known: Some(known),
+        ..call(seq, tid, name, RecordedArgs::default(), true)
+    }
+}
+
+/// A pending nonblocking request started by call `seq`.
+fn pending(seq: u64, name: &str, args: RecordedArgs, waited_by: Option<u64>) -> RecordedRequest {
+    RecordedRequest {
+        request: format!("0x{:x}", 0xa000 + seq),
+        call: name.into(),
+        call_seq: seq,
+        args,
+        start_ns: seq * 1000,
+        waited_by,
+        persistent: false,
+    }
+}
+
+/// Rank `r` of `n` on a packaged MPI (no queues), its thread `threads`,
+/// and its recorder holding `calls` and `pending`; `collectives` begun on
+/// `MPI_COMM_WORLD`.
+fn rank(
+    r: i64,
+    n: i64,
+    thread: ThreadStack,
+    calls: Vec<RecordedCall>,
+    pending: Vec<RecordedRequest>,
+    collectives: u64,
+) -> ProcessSnapshot {
+    let mut p = process(r as i32, vec![]);
+    p.queues_missing = Some(QueuesMissing::new(MissingReason::NoDebugInfo));
+    let tid = thread.tid;
+    let name = crate::stacks::position::outermost_entry(&thread).map(|(_, c)| c);
+    p.stacks = Some(Stacks {
+        calls: name
+            .map(|c| MpiCall {
+                tid,
+                frame: 1,
+                call: c,
+                why: Some("its MPI has no debug information".into()),
+                state: Some(format!("digest-{r}")),
+                ..MpiCall::default()
+            })
+            .into_iter()
+            .collect(),
+        threads: vec![thread],
+        ..Stacks::default()
+    });
+    p.recorder = Some(Recording {
+        version: 1,
+        mpi: "open_mpi".into(),
+        initialized: true,
+        world_rank: Some(r),
+        world_size: Some(n),
+        calls_started: calls.last().map_or(0, |c| c.seq),
+        calls,
+        pending,
+        pending_complete: true,
+        comms: vec![RecordedComm {
+            handle: WORLD.into(),
+            world: true,
+            rank: r,
+            size: n,
+            collectives,
+            world_ranks: None,
+        }],
+        ..Recording::default()
+    });
+    p
+}
+
+/// examples/deadlock.c: rank r waits on its MPI_Irecv from (r + 1) % n,
+/// tag 400 + r.
+fn irecv_cycle(n: i64) -> Snapshot {
+    snapshot(
+        (0..n)
+            .map(|r| {
+                let tid = 100 + r as u64;
+                let args = on_world(Some((r + 1) % n), Some(400 + r));
+                rank(
+                    r,
+                    n,
+                    in_mpi(tid, "PMPI_Wait", 30),
+                    vec![call(5, tid, "irecv", args.clone(), false), wait(6, tid, "wait", 1, 1)],
+                    vec![pending(5, "irecv", args, Some(6))],
+                    0,
+                )
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn a_cycle_of_recorded_receives_is_a_deadlock_with_its_peers_and_tags() {
+    let s = irecv_cycle(3);
+    let a = analyze_samples(&s, Some(&s), Some(200));
+    assert_eq!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert_eq!(a.cycles, vec![vec![0, 1, 2]]);
+    let mut tags: Vec<(i64, i64, Option<i64>)> = a.edges.iter().map(|e| (e.from, e.to, e.tag)).collect();
+    tags.sort_unstable();
+    assert_eq!(tags, [(0, 1, Some(400)), (1, 2, Some(401)), (2, 0, Some(402))]);
+    assert!(a.stacks_only.is_empty(), "{:?}", a.stacks_only);
+    // Without the recorder the same ranks are known from their stacks
+    // alone, and no cycle names them.
+    let mut bare = s.clone();
+    for p in &mut bare.processes {
+        p.recorder = None;
+    }
+    let b = analyze_samples(&bare, Some(&bare), Some(200));
+    assert!(b.cycles.is_empty(), "{b:#?}");
+    assert_eq!(b.stacks_only, vec![0, 1, 2]);
+}
+
+/// Rank 0 has a receive from rank 1 pending that it does not wait on (its
+/// message may well have arrived) and waits on one from rank 2, which is
+/// computing; rank 1 is in MPI_Recv from rank 0.
+fn stale_request(recorder_ties: bool) -> Snapshot {
+    let from1 = on_world(Some(1), Some(5));
+    let from2 = on_world(Some(2), Some(6));
+    let (w, by) = if recorder_ties {
+        (wait(7, 100, "wait", 1, 1), Some(7))
+    } else {
+        (wait(7, 100, "wait", 2, 1), None)
+    };
+    let r0 = rank(
+        0,
+        3,
+        in_mpi(100, "PMPI_Wait", 30),
+        vec![
+            call(5, 100, "irecv", from1.clone(), false),
+            call(6, 100, "irecv", from2.clone(), false),
+            w,
+        ],
+        vec![
+            pending(5, "irecv", from1, None),
+            pending(6, "irecv", from2, by.or(Some(7))),
+        ],
+        0,
+    );
+    let r1 = rank(
+        1,
+        3,
+        in_mpi(101, "PMPI_Recv", 31),
+        vec![call(3, 101, "recv", on_world(Some(0), Some(7)), true)],
+        vec![],
+        0,
+    );
+    let r2 = rank(2, 3, computing(102), vec![], vec![], 0);
+    snapshot(vec![r0, r1, r2])
+}
+
+#[test]
+fn a_pending_request_the_rank_does_not_wait_on_is_no_wait() {
+    let s = stale_request(true);
+    let a = analyze_samples(&s, Some(&s), Some(200));
+    assert_ne!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert!(a.cycles.is_empty(), "{:?}", a.cycles);
+    // Rank 0 waits on rank 2 (computing), rank 1 on rank 0: named.
+    assert!(a.summary.contains("rank 2"), "{}", a.summary);
+    // A wait on a request the recorder did not record: whom it waits for is
+    // not known; never a deadlock, and the words say so.
+    let s = stale_request(false);
+    let a = analyze_samples(&s, Some(&s), Some(200));
+    assert_ne!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert!(a.summary.contains("whom they wait for is not known"), "{}", a.summary);
+}
+
+/// Rank 0 in MPI_Send to rank 1 (a large message on its way), rank 1 in
+/// MPI_Recv from rank 0, tags `send` and `recv`.
+fn transfer(send: i64, recv: i64) -> Snapshot {
+    let r0 = rank(
+        0,
+        2,
+        in_mpi(100, "PMPI_Send", 30),
+        vec![call(3, 100, "send", on_world(Some(1), Some(send)), true)],
+        vec![],
+        0,
+    );
+    let r1 = rank(
+        1,
+        2,
+        in_mpi(101, "PMPI_Recv", 31),
+        vec![call(3, 101, "recv", on_world(Some(0), Some(recv)), true)],
+        vec![],
+        0,
+    );
+    snapshot(vec![r0, r1])
+}
+
+#[test]
+fn a_slow_transfer_is_matched_and_mismatched_tags_are_a_deadlock() {
+    let s = transfer(9, 9);
+    let a = analyze_samples(&s, Some(&s), Some(200));
+    assert_ne!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert!(a.cycles.is_empty());
+    let s = transfer(9, 10);
+    let a = analyze_samples(&s, Some(&s), Some(200));
+    assert_eq!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert_eq!(a.cycles, vec![vec![0, 1]]);
+}
+
+/// Ranks 0-2 in their 42nd collective on MPI_COMM_WORLD, an MPI_Allreduce;
+/// rank 3 `last`: computing after 41 (None), or in collective 42 itself
+/// (an MPI_Barrier), or in 41 (an MPI_Allreduce).
+fn allreduce_42(last: Option<(u64, &str, &str)>) -> Snapshot {
+    let mut ps: Vec<ProcessSnapshot> = (0..3)
+        .map(|r| {
+            let tid = 100 + r as u64;
+            let mut a = on_world(None, None);
+            a.collective_seq = Some(42);
+            rank(
+                r,
+                4,
+                in_mpi(tid, "PMPI_Allreduce", 50),
+                vec![call(90, tid, "allreduce", a, true)],
+                vec![],
+                42,
+            )
+        })
+        .collect();
+    ps.push(match last {
+        None => rank(
+            3,
+            4,
+            in_mpi(103, "PMPI_Recv", 61),
+            vec![call(80, 103, "recv", on_world(Some(0), Some(3)), true)],
+            vec![],
+            41,
+        ),
+        Some((seq, entry, name)) => {
+            let mut a = on_world(None, None);
+            a.collective_seq = Some(seq);
+            rank(
+                3,
+                4,
+                in_mpi(103, entry, 62),
+                vec![call(80, 103, name, a, true)],
+                vec![],
+                seq,
+            )
+        }
+    });
+    snapshot(ps)
+}
+
+#[test]
+fn collective_numbers_name_the_instance_each_rank_is_in() {
+    // Rank 3 never came to collective 42: it is in MPI_Recv from rank 0.
+    let s = allreduce_42(None);
+    let a = analyze_samples(&s, Some(&s), Some(200));
+    assert_eq!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    let note = a
+        .notes
+        .iter()
+        .find(|n| n.starts_with("collectives on MPI_COMM_WORLD"))
+        .expect("a note");
+    assert!(
+        note.contains("ranks 0-2 are in #42 (MPI_Allreduce); rank 3 is in none (it has begun 41)"),
+        "{note}"
+    );
+    let words: Vec<&str> = a.edges.iter().filter_map(|e| e.words.as_deref()).collect();
+    assert!(
+        words.iter().any(|w| w.contains("MPI_Allreduce #42 on MPI_COMM_WORLD")
+            && w.contains("not in it (it has begun 41 collectives on it)")),
+        "{words:#?}"
+    );
+    // The same instance, another call: a mismatch, with its numbers.
+    let s = allreduce_42(Some((42, "PMPI_Barrier", "barrier")));
+    let a = analyze_samples(&s, Some(&s), Some(200));
+    assert_eq!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    let words: Vec<&str> = a.edges.iter().filter_map(|e| e.words.as_deref()).collect();
+    assert!(
+        words.iter().any(|w| w.contains("which is in MPI_Barrier #42 on it")),
+        "{words:#?}"
+    );
+    // Rank 3 still in the 41st: it waits on no one of the 42nd, and they
+    // wait on it.
+    let s = allreduce_42(Some((41, "PMPI_Allreduce", "allreduce")));
+    let a = analyze_samples(&s, Some(&s), Some(200));
+    let words: Vec<&str> = a.edges.iter().filter_map(|e| e.words.as_deref()).collect();
+    assert!(
+        words
+            .iter()
+            .any(|w| w.contains("which is in MPI_Allreduce #41 (an earlier one) on it")),
+        "{words:#?}"
+    );
+    assert!(!a.edges.iter().any(|e| e.from == 3), "{:#?}", a.edges);
+}

@@ -1,0 +1,166 @@
+//! What mpiq's flight recorder kept, in words: a process's last MPI calls
+//! (in its detail), and the job's last calls by group of ranks that made
+//! the same ones (after where the ranks are).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::snapshot::model::{ProcessSnapshot, Snapshot};
+use crate::snapshot::recorder::{RecordedCall, Recording};
+use crate::stacks::position::c_name;
+use crate::stacks::ranks_text;
+
+/// Calls shown per process, and per group of the job.
+pub const LAST_CALLS: usize = 6;
+/// Groups of the job shown before "and N more".
+const MOST_GROUPS: usize = 8;
+
+/// The name of a communicator handle, as the recorder's table says it.
+fn comm_name(rec: &Recording, handle: &str) -> String {
+    match rec.comms.iter().find(|k| k.handle == handle) {
+        Some(k) if k.world => "MPI_COMM_WORLD".into(),
+        _ => format!("comm {handle}"),
+    }
+}
+
+/// One call: `MPI_Irecv(source 2, tag 401, 16 x 4 B, MPI_COMM_WORLD)`;
+/// `peers`: with its peer and tag (a group's calls leave them out when
+/// its ranks' differ).
+pub fn call_text(rec: &Recording, c: &RecordedCall, peers: bool) -> String {
+    let a = &c.args;
+    let mut parts: Vec<String> = Vec::new();
+    let is_recv = matches!(
+        c.call.as_str(),
+        "recv" | "irecv" | "probe" | "iprobe" | "mprobe" | "improbe" | "recv_init"
+    );
+    let collective = a.collective_seq.is_some();
+    if peers {
+        let role = if collective {
+            "root"
+        } else if is_recv {
+            "source"
+        } else {
+            "dest"
+        };
+        if a.any_source {
+            parts.push(format!("{role} ANY_SOURCE"));
+        } else if let Some(p) = a.peer {
+            parts.push(format!("{role} {p}"));
+        }
+        if a.any_tag {
+            parts.push("tag ANY_TAG".into());
+        } else if let Some(t) = a.tag {
+            parts.push(format!("tag {t}"));
+        }
+        if let Some(s) = c.source {
+            parts.push(format!("source {s}"));
+        }
+        if let Some(t) = c.recv_tag {
+            parts.push(format!("recv tag {t}"));
+        }
+    }
+    if let Some(n) = c.requests_active {
+        parts.push(format!("{n} request{}", if n == 1 { "" } else { "s" }));
+    } else if a.count > 0 {
+        match a.type_size {
+            Some(s) => parts.push(format!("{} x {s} B", a.count)),
+            None => parts.push(format!("{} elements", a.count)),
+        }
+    }
+    if let Some(h) = &a.comm {
+        parts.push(comm_name(rec, h));
+    }
+    let name = match a.collective_seq {
+        Some(n) => format!("{} #{n}", c_name(&c.call)),
+        None => c_name(&c.call),
+    };
+    let state = if c.end_ns.is_none() { "  (running)" } else { "" };
+    format!("{name}({}){state}", parts.join(", "))
+}
+
+/// A process's recorder in its detail: its pending requests are in its
+/// queues (when its MPI has none) or not shown; here its last calls.
+pub fn process_text(out: &mut String, p: &ProcessSnapshot) {
+    let Some(rec) = &p.recorder else {
+        return;
+    };
+    if !rec.initialized {
+        let _ = writeln!(out, "  flight recorder: loaded, MPI not initialized yet");
+        return;
+    }
+    let skipped = rec.calls.len().saturating_sub(LAST_CALLS);
+    let _ = writeln!(
+        out,
+        "  flight recorder: {} MPI calls, {} requests pending; the last {}:",
+        rec.calls_started,
+        rec.pending.len(),
+        rec.calls.len() - skipped
+    );
+    for c in &rec.calls[skipped..] {
+        let _ = writeln!(out, "    {:>6}  {}", c.seq, call_text(rec, c, true));
+    }
+    if rec.torn > 0 {
+        let _ = writeln!(
+            out,
+            "    ({} being written when the process stopped, left out)",
+            rec.torn
+        );
+    }
+}
+
+/// The job's last calls, by group of ranks whose last calls are the same
+/// calls on the same communicators (their peers may differ): `None` when no
+/// process has a recorder.
+pub fn job_text(snap: &Snapshot) -> Option<String> {
+    // The signature of a rank's last calls, and its calls in words.
+    // By the calls without peers: the ranks, the calls shown, the calls
+    // without peers.
+    type Group = (Vec<i64>, Vec<String>, Vec<String>);
+    let mut groups: BTreeMap<Vec<String>, Group> = BTreeMap::new();
+    let mut any = false;
+    for p in &snap.processes {
+        let (Some(rec), Some(rank)) = (&p.recorder, p.world_rank) else {
+            continue;
+        };
+        if !rec.initialized {
+            continue;
+        }
+        any = true;
+        let last = &rec.calls[rec.calls.len().saturating_sub(LAST_CALLS)..];
+        let key: Vec<String> = last.iter().map(|c| call_text(rec, c, false)).collect();
+        let full: Vec<String> = last.iter().map(|c| call_text(rec, c, true)).collect();
+        let (ranks, shown, peerless) = groups
+            .entry(key.clone())
+            .or_insert_with(|| (Vec::new(), full.clone(), key));
+        ranks.push(i64::from(rank));
+        // A call's peers and tags when every rank of the group has the
+        // same, else the call without them.
+        for ((shown, mine), bare) in shown.iter_mut().zip(&full).zip(peerless.iter()) {
+            if shown != mine {
+                shown.clone_from(bare);
+            }
+        }
+    }
+    if !any {
+        return None;
+    }
+    let mut list: Vec<(Vec<i64>, Vec<String>)> = groups.into_values().map(|(r, shown, _)| (r, shown)).collect();
+    list.sort_by_key(|(r, _)| r.first().copied());
+    let mut out = String::from("Last MPI calls (mpiq's flight recorder), oldest first:\n");
+    for (ranks, calls) in list.iter().take(MOST_GROUPS) {
+        let mut ranks = ranks.clone();
+        ranks.sort_unstable();
+        let _ = writeln!(out, "  {}:", ranks_text(&ranks));
+        for c in calls {
+            let _ = writeln!(out, "    {c}");
+        }
+    }
+    if list.len() > MOST_GROUPS {
+        let _ = writeln!(
+            out,
+            "  and {} more groups (each rank's calls are in its detail and the JSON)",
+            list.len() - MOST_GROUPS
+        );
+    }
+    Some(out)
+}
