@@ -217,7 +217,11 @@ pub(crate) fn identify(snap: &Snapshot) -> CommIds {
     // Which (name, size) each readable world rank lists.
     let mut listed: HashSet<(&str, i64, i64)> = HashSet::new();
     let mut readable: HashSet<i64> = HashSet::new();
-    for p in snap.processes.iter().filter(|p| p.error.is_none()) {
+    for p in snap
+        .processes
+        .iter()
+        .filter(|p| super::recorded::queue_error(p).is_none())
+    {
         let Some(me) = p.world_rank.map(i64::from) else {
             continue;
         };

@@ -164,7 +164,10 @@ fn finalizing(p: &ProcessSnapshot) -> bool {
 
 /// Why a process's waits cannot be known, if so.
 fn unreadable(p: &ProcessSnapshot) -> Option<String> {
-    if let Some(m) = p.queues_missing.as_ref().filter(|_| !super::recorded::recorded(p)) {
+    // The flight recorder's queues stand in for the MPI's; the process's
+    // error is the story of the missing ones.
+    let recorded = super::recorded::recorded(p);
+    if let Some(m) = p.queues_missing.as_ref().filter(|_| !recorded) {
         // The process's error has the long story and the fix.
         return Some(
             match m.reason {
@@ -177,7 +180,7 @@ fn unreadable(p: &ProcessSnapshot) -> Option<String> {
             .to_string(),
         );
     }
-    if let Some(e) = &p.error {
+    if let Some(e) = super::recorded::queue_error(p) {
         return Some(e.clone());
     }
     if let Some(m) = p.messages.iter().find(|m| LIST_CUT.iter().any(|s| m.starts_with(s))) {

@@ -292,16 +292,29 @@ pub(crate) fn match_ops(snap: &Snapshot, job: &Job, ids: &CommIds) -> Matching {
         m.sends(rank, pi);
     }
     m.note_stale();
-    let no_unexpected: BTreeSet<i64> = readable
-        .iter()
-        .filter(|(_, pi)| {
-            snap.processes[*pi]
-                .communicators
-                .iter()
-                .any(|c| member(c).is_some() && !c.queues.unexpected.available)
-        })
-        .map(|(r, _)| *r)
-        .collect();
+    // Ranks whose unexpected queue is not shown: by the flight recorder
+    // (it never sees one), or by the debug library.
+    let (mut recorded, mut no_unexpected) = (BTreeSet::new(), BTreeSet::new());
+    for &(r, pi) in &readable {
+        let p = &snap.processes[pi];
+        if p.communicators
+            .iter()
+            .any(|c| member(c).is_some() && !c.queues.unexpected.available)
+        {
+            if super::recorded::recorded(p) {
+                recorded.insert(r);
+            } else {
+                no_unexpected.insert(r);
+            }
+        }
+    }
+    if !recorded.is_empty() {
+        m.out.notes.push(format!(
+            "the queues of {} are mpiq's flight recorder's: it sees no unexpected messages, and a request \
+             it lists as pending may have matched already (a rank that stays in a wait on it has not)",
+            ranks_words(&recorded.into_iter().collect::<Vec<_>>())
+        ));
+    }
     if !no_unexpected.is_empty() {
         m.out.notes.push(format!(
             "the unexpected-message queue of {} is not available from the debug library; it is not needed \
@@ -624,6 +637,7 @@ impl<'a> Matcher<'a> {
                 any_tag: op.any_tag,
                 status: op.status,
                 buffer: op.buffer.clone(),
+                request: op.request.clone(),
             });
             self.out.unmatched.len() - 1
         });

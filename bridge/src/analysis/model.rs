@@ -141,6 +141,10 @@ pub struct Unmatched {
     /// The buffer address, `0x...`.
     #[serde(default)]
     pub buffer: String,
+    /// The request the program holds for it, when mpiq's flight recorder
+    /// kept the operation (its buffer is then not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 /// The cross-rank analysis of one (or two) whole-job snapshots.

@@ -83,7 +83,7 @@ fn check(current: &Snapshot, previous: &HashMap<Option<i32>, &ProcessSnapshot>, 
     let Some(&before) = previous.get(&p.world_rank) else {
         return Err(Seen::Unconfirmed("it is not in the previous sample".into()));
     };
-    if let Some(e) = &before.error {
+    if let Some(e) = super::recorded::queue_error(before) {
         return Err(Seen::Unconfirmed(format!(
             "its queues could not be read in the previous sample ({e})"
         )));

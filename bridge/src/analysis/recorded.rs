@@ -31,6 +31,13 @@ pub(crate) fn recorded(p: &ProcessSnapshot) -> bool {
             .any(|c| c.world_ranks_source.as_deref() == Some(SOURCE))
 }
 
+/// The error that keeps a process's queues from being read: none when the
+/// flight recorder's stand in for them (the error is the story of the
+/// MPI's own, missing).
+pub(crate) fn queue_error(p: &ProcessSnapshot) -> Option<&String> {
+    p.error.as_ref().filter(|_| !recorded(p))
+}
+
 /// Gives every process whose MPI shows no queues, and whose recorder can
 /// say what it waits on, the queues and call arguments the recorder kept;
 /// returns notes on the ones it could not.

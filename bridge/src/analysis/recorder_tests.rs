@@ -93,6 +93,8 @@ fn rank(
 ) -> ProcessSnapshot {
     let mut p = process(r as i32, vec![]);
     p.queues_missing = Some(QueuesMissing::new(MissingReason::NoDebugInfo));
+    // As the collector says it (the library is there, its types are not).
+    p.error = Some("Open MPI 4.1.4 has no debug information for its message queue debug library".into());
     let tid = thread.tid;
     let name = crate::stacks::position::outermost_entry(&thread).map(|(_, c)| c);
     p.stacks = Some(Stacks {

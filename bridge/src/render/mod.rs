@@ -253,11 +253,12 @@ fn render_op(out: &mut String, i: usize, op: &Operation, kind: QueueKind) {
     let tag = if op.any_tag { "ANY_TAG".to_string() } else { opt(op.tag) };
     // The flight recorder's operations have a request, not a buffer.
     let handle = match (&op.request, op.buffer.is_empty()) {
-        (Some(r), true) => format!("request {r}"),
-        _ => format!("buffer {}", op.buffer),
+        (Some(r), true) => format!("  request {r}"),
+        (None, true) => String::new(),
+        _ => format!("  buffer {}", op.buffer),
     };
     let mut line = format!(
-        "      [{i}] {:<8} {}  tag {tag}  length {}  {handle}",
+        "      [{i}] {:<8} {}  tag {tag}  length {}{handle}",
         op.status.as_str(),
         peer_text(op, kind),
         opt(op.length),

@@ -78,6 +78,49 @@ pub fn call_text(rec: &Recording, c: &RecordedCall, peers: bool) -> String {
     format!("{name}({}){state}", parts.join(", "))
 }
 
+/// The last calls in words, a run of the same collective (numbers in a
+/// row, same arguments) in one line: `MPI_Allreduce #37-#41(...)`.
+/// Reads up to `LAST_CALLS` lines back, from the last call.
+fn last_lines(rec: &Recording, peers: bool) -> Vec<(u64, String)> {
+    // (first call's number, words, run of collective numbers, words
+    // without the number)
+    type Line = (u64, String, Option<(u64, u64)>, String);
+    let mut lines: Vec<Line> = Vec::new();
+    for c in rec.calls.iter().rev() {
+        let text = call_text(rec, c, peers);
+        let n = c.args.collective_seq;
+        // The same call with its number left out.
+        let bare = match n {
+            Some(n) => text.replacen(&format!(" #{n}("), "(", 1),
+            None => text.clone(),
+        };
+        if let (Some(n), Some(last)) = (n, lines.last_mut()) {
+            if let Some((lo, hi)) = last.2 {
+                if last.3 == bare && c.end_ns.is_some() && !last.1.ends_with("(running)") && n + 1 == lo {
+                    last.2 = Some((n, hi));
+                    last.0 = c.seq;
+                    continue;
+                }
+            }
+        }
+        if lines.len() == LAST_CALLS {
+            break;
+        }
+        lines.push((c.seq, text, n.map(|n| (n, n)), bare));
+    }
+    lines
+        .into_iter()
+        .rev()
+        .map(|(seq, text, run, bare)| match run {
+            Some((lo, hi)) if lo < hi => {
+                let name_end = bare.find('(').unwrap_or(bare.len());
+                (seq, format!("{} #{lo}-#{hi}{}", &bare[..name_end], &bare[name_end..]))
+            }
+            _ => (seq, text),
+        })
+        .collect()
+}
+
 /// A process's recorder in its detail: its pending requests are in its
 /// queues (when its MPI has none) or not shown; here its last calls.
 pub fn process_text(out: &mut String, p: &ProcessSnapshot) {
@@ -88,16 +131,14 @@ pub fn process_text(out: &mut String, p: &ProcessSnapshot) {
         let _ = writeln!(out, "  flight recorder: loaded, MPI not initialized yet");
         return;
     }
-    let skipped = rec.calls.len().saturating_sub(LAST_CALLS);
     let _ = writeln!(
         out,
-        "  flight recorder: {} MPI calls, {} requests pending; the last {}:",
+        "  flight recorder: {} MPI calls, {} requests pending; the last:",
         rec.calls_started,
         rec.pending.len(),
-        rec.calls.len() - skipped
     );
-    for c in &rec.calls[skipped..] {
-        let _ = writeln!(out, "    {:>6}  {}", c.seq, call_text(rec, c, true));
+    for (seq, line) in last_lines(rec, true) {
+        let _ = writeln!(out, "    {seq:>6}  {line}");
     }
     if rec.torn > 0 {
         let _ = writeln!(
@@ -126,9 +167,8 @@ pub fn job_text(snap: &Snapshot) -> Option<String> {
             continue;
         }
         any = true;
-        let last = &rec.calls[rec.calls.len().saturating_sub(LAST_CALLS)..];
-        let key: Vec<String> = last.iter().map(|c| call_text(rec, c, false)).collect();
-        let full: Vec<String> = last.iter().map(|c| call_text(rec, c, true)).collect();
+        let key: Vec<String> = last_lines(rec, false).into_iter().map(|(_, l)| l).collect();
+        let full: Vec<String> = last_lines(rec, true).into_iter().map(|(_, l)| l).collect();
         let (ranks, shown, peerless) = groups
             .entry(key.clone())
             .or_insert_with(|| (Vec::new(), full.clone(), key));

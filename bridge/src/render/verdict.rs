@@ -50,14 +50,20 @@ fn unmatched_words(u: &Unmatched) -> String {
         (_, _, Some(w), _) => format!("for rank {w}"),
         (_, _, None, _) => "for an unknown rank".to_string(),
     };
+    // The flight recorder's operations have a request (or, a blocking
+    // call's, none), not a buffer.
+    let handle = match (&u.request, u.buffer.is_empty()) {
+        (Some(r), true) => format!(", request {r}"),
+        (None, true) => String::new(),
+        _ => format!(", buffer {}", u.buffer),
+    };
     format!(
-        "rank {}: {} {peer} on {} {} ({}, buffer {})",
+        "rank {}: {} {peer} on {} {} ({}{handle})",
         u.rank,
         u.kind.as_str(),
         comm_words(&u.communicator),
         tag_words(u.tag),
         u.status.as_str(),
-        u.buffer
     )
 }
 
