@@ -15,7 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use mpiq_tests::frontends::cli;
+use mpiq_tests::frontends::{cli, queues, snapshot, FrontEnd};
 use mpiq_tests::{build_recorder, gdb, Example, Job, JobBuilder, Mpi, PyExample};
 use serde_json::Value;
 
@@ -224,6 +224,17 @@ fn same_answer(mpi: Mpi, example: Example, n: usize) {
         let b = Job::builder(mpi, example).nprocs(n);
         let job = if with { recorded(b) } else { b }.start();
         let a = settled_json(&job)["analysis"].clone();
+        // The debug library's receives and the recorder's agree.
+        let notes: Vec<&str> = a["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(
+            !notes.iter().any(|n| n.contains("flight recorder does not hold")),
+            "{example} under {mpi}: {notes:#?}"
+        );
         (a["verdict"].clone(), a["cycles"].clone(), edges(&a))
     };
     let (without, with) = (answer(false), answer(true));
@@ -241,4 +252,35 @@ fn the_recorder_changes_no_answer_of_the_test_beds_open_mpi() {
 fn the_recorder_changes_no_answer_of_the_test_beds_mpich() {
     same_answer(Mpi::Mpich, Example::Deadlock, 3);
     same_answer(Mpi::Mpich, Example::CollectiveSkip, 4);
+}
+
+/// gdb's `info mpi-queues`, lldb's `mpi queues` and `mpiq queues` read the recorder of one
+/// rank through their own target layer: its last calls in the text, its pending receive in
+/// the JSON.
+#[test]
+fn every_front_end_shows_a_ranks_recorded_calls() {
+    gdb::require_ptrace();
+    let mpi = Mpi::DebianOpenMpi;
+    let job = recorded(Job::builder(mpi, Example::Deadlock).nprocs(3)).start();
+    let pid = job.pid_of(1);
+    for fe in [FrontEnd::Gdb, FrontEnd::Lldb, FrontEnd::Cli] {
+        let text = queues(fe, pid, "").all();
+        for want in [
+            "flight recorder: 3 MPI calls, 1 requests pending",
+            "MPI_Irecv(source 2, tag 401, 16 x 4 B, MPI_COMM_WORLD)",
+            "MPI_Wait(1 request)  (running)",
+        ] {
+            assert!(
+                text.contains(want),
+                "{fe:?} on rank 1 under {mpi}: no {want:?} in\n{text}"
+            );
+        }
+        let v = snapshot(fe, pid, "");
+        let p = &v["processes"][0]["recorder"]["pending"][0];
+        assert_eq!(
+            (p["call"].as_str(), p["peer"].as_i64(), p["tag"].as_i64()),
+            (Some("irecv"), Some(2), Some(401)),
+            "{fe:?}: {v:#}"
+        );
+    }
 }

@@ -120,6 +120,7 @@ pub fn analyze_owned(
     // samples alike (the comparison of their queues must see the same).
     let mut notes = recorded::apply(&mut snap);
     notes.extend(recorded::collective_notes(&snap));
+    notes.extend(recorded::agreement_notes(&snap));
     let prev_recorded = previous
         .filter(|p| {
             p.processes

@@ -392,3 +392,73 @@ pub(crate) fn collective_notes(snap: &Snapshot) -> Vec<String> {
     }
     notes
 }
+
+/// Where a process has both its MPI's queues and the flight recorder, they
+/// must agree: every receive the debug library lists as posted on
+/// `MPI_COMM_WORLD` is a request the recorder holds as pending (or the
+/// blocking receive a thread is in), with the same source and tag. The
+/// recorder may hold more (a receive already matched, not yet waited on).
+/// One note per process where they do not.
+pub(crate) fn agreement_notes(snap: &Snapshot) -> Vec<String> {
+    let mut notes = Vec::new();
+    for p in &snap.processes {
+        let (Some(rec), None) = (&p.recorder, &p.queues_missing) else {
+            continue;
+        };
+        if !rec.initialized || !rec.pending_complete {
+            continue;
+        }
+        let Some(handle) = rec.comms.iter().find(|k| k.world).map(|k| k.handle.as_str()) else {
+            continue;
+        };
+        let Some(world) = p.communicators.iter().find(|c| c.name == "MPI_COMM_WORLD") else {
+            continue;
+        };
+        if !world.queues.receives.available {
+            continue;
+        }
+        let on_world = |a: &RecordedArgs| a.comm.as_deref() == Some(handle);
+        let key = |peer: Option<i64>, any_source: bool, tag: Option<i64>, any_tag: bool| {
+            (
+                (!any_source).then_some(peer).flatten(),
+                any_source,
+                (!any_tag).then_some(tag).flatten(),
+                any_tag,
+            )
+        };
+        let mut recorded: Vec<_> = rec
+            .pending
+            .iter()
+            .filter(|r| matches!(r.call.as_str(), "irecv" | "imrecv" | "recv_init") && on_world(&r.args))
+            .map(|r| key(r.args.peer, r.args.any_source, r.args.tag, r.args.any_tag))
+            .chain(
+                rec.calls
+                    .iter()
+                    .filter(|c| c.end_ns.is_none() && c.call == "recv" && on_world(&c.args))
+                    .map(|c| key(c.args.peer, c.args.any_source, c.args.tag, c.args.any_tag)),
+            )
+            .collect();
+        let mut missing = Vec::new();
+        for op in &world.queues.receives.operations {
+            let k = key(op.peer.local, op.any_source, op.tag, op.any_tag);
+            match recorded.iter().position(|r| *r == k) {
+                Some(i) => {
+                    recorded.swap_remove(i);
+                }
+                None => missing.push(match (k.0, k.1) {
+                    (_, true) => format!("from ANY_SOURCE, {}", super::tag_words(k.2)),
+                    (Some(s), _) => format!("from rank {s}, {}", super::tag_words(k.2)),
+                    (None, _) => format!("from an unknown rank, {}", super::tag_words(k.2)),
+                }),
+            }
+        }
+        if !missing.is_empty() {
+            let who = p.world_rank.map_or_else(|| "a process".into(), |r| format!("rank {r}"));
+            notes.push(format!(
+                "{who}: the debug library lists posted receives on MPI_COMM_WORLD that mpiq's flight recorder does not hold ({}): made by a call it does not record, or one of them is wrong",
+                missing.join("; ")
+            ));
+        }
+    }
+    notes
+}

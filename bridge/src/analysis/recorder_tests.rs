@@ -352,3 +352,25 @@ fn collective_numbers_name_the_instance_each_rank_is_in() {
     );
     assert!(!a.edges.iter().any(|e| e.from == 3), "{:#?}", a.edges);
 }
+
+#[test]
+fn the_debug_librarys_receives_and_the_recorders_must_agree() {
+    // Rank 0 with its MPI's queues: a posted receive from rank 1, tag 400,
+    // which its recorder holds too; then one more it does not.
+    let s = irecv_cycle(2);
+    let mut p = s.processes[0].clone();
+    p.queues_missing = None;
+    p.error = None;
+    p.communicators = vec![world(2, 0).id(WORLD).recvs(vec![recv(Some(1), Some(400))])];
+    let agree = snapshot(vec![p.clone()]);
+    let notes = recorded::agreement_notes(&agree);
+    assert!(notes.is_empty(), "{notes:?}");
+    p.communicators[0]
+        .queues
+        .receives
+        .operations
+        .push(recv(Some(1), Some(9)));
+    let notes = recorded::agreement_notes(&snapshot(vec![p]));
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].starts_with("rank 0: the debug library lists posted receives on MPI_COMM_WORLD that mpiq's flight recorder does not hold (from rank 1, tag 9)"), "{notes:?}");
+}
