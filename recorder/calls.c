@@ -5,79 +5,124 @@
  */
 #include "internal.h"
 
+/* Each function with counts comes twice: MPI_X, and MPI-4's MPI_X_c, its
+ * counts MPI_Count (INT names MPI_X in both). An MPI without PMPI_X_c
+ * still has MPI_X_c here, and a program that looks for it (mpi4py, which
+ * falls back to MPI_X when it is not found) finds it: it is passed on to
+ * PMPI_X as mpi4py would, with the count as an int, or fails with
+ * MPI_ERR_COUNT (2 in both ABIs) when the count does not fit. */
+#define MPI_ERR_COUNT 2
+#define PASS_ON(NAME, INT, ...) (P_##NAME ? P_##NAME(__VA_ARGS__) : P_##INT(__VA_ARGS__))
+
+static int fits(int64_t n)
+{
+    return n >= INT32_MIN && n <= INT32_MAX;
+}
+
 /* ---- point to point --------------------------------------------------- */
 
-#define BLOCKING_SEND(NAME, ID)                                                              \
-    EXPORT int MPI_##NAME(const void *buf, int count, H type, int dest, int tag, H comm)     \
-    {                                                                                        \
-        if (!READY(NAME))                                                                    \
-            return NO_MPI;                                                                   \
-        struct call c = begin(ID, comm, peer_of(dest), tag, count, type, P2P);              \
-        int rc = P_##NAME(buf, count, type, dest, tag, comm);                                \
-        end(c);                                                                              \
-        return rc;                                                                           \
+#define BLOCKING_SEND(NAME, ID, COUNT, INT)                                                \
+    EXPORT int MPI_##NAME(const void *buf, COUNT count, H type, int dest, int tag, H comm) \
+    {                                                                                      \
+        if (!ready() || (!P_##NAME && !P_##INT))                                           \
+            return NO_MPI;                                                                 \
+        if (!P_##NAME && !fits(count))                                                     \
+            return MPI_ERR_COUNT;                                                          \
+        struct call c = begin(ID, comm, peer_of(dest), tag, count, type, P2P);             \
+        int rc = PASS_ON(NAME, INT, buf, count, type, dest, tag, comm);                    \
+        end(c);                                                                            \
+        return rc;                                                                         \
     }
 
-BLOCKING_SEND(Send, MPIQ_CALL_SEND)
-BLOCKING_SEND(Ssend, MPIQ_CALL_SSEND)
-BLOCKING_SEND(Bsend, MPIQ_CALL_BSEND)
-BLOCKING_SEND(Rsend, MPIQ_CALL_RSEND)
+BLOCKING_SEND(Send, MPIQ_CALL_SEND, int, Send)
+BLOCKING_SEND(Send_c, MPIQ_CALL_SEND, Count, Send)
+BLOCKING_SEND(Ssend, MPIQ_CALL_SSEND, int, Ssend)
+BLOCKING_SEND(Ssend_c, MPIQ_CALL_SSEND, Count, Ssend)
+BLOCKING_SEND(Bsend, MPIQ_CALL_BSEND, int, Bsend)
+BLOCKING_SEND(Bsend_c, MPIQ_CALL_BSEND, Count, Bsend)
+BLOCKING_SEND(Rsend, MPIQ_CALL_RSEND, int, Rsend)
+BLOCKING_SEND(Rsend_c, MPIQ_CALL_RSEND, Count, Rsend)
 
-#define NONBLOCKING_SEND(NAME, ID)                                                                   \
-    EXPORT int MPI_##NAME(const void *buf, int count, H type, int dest, int tag, H comm, void *req)  \
+#define NONBLOCKING_SEND(NAME, ID, COUNT, INT)                                                        \
+    EXPORT int MPI_##NAME(const void *buf, COUNT count, H type, int dest, int tag, H comm, void *req) \
+    {                                                                                                 \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                      \
+            return NO_MPI;                                                                            \
+        if (!P_##NAME && !fits(count))                                                                \
+            return MPI_ERR_COUNT;                                                                     \
+        struct call c = begin(ID, comm, peer_of(dest), tag, count, type, P2P);                        \
+        int rc = PASS_ON(NAME, INT, buf, count, type, dest, tag, comm, req);                          \
+        if (rc == 0)                                                                                  \
+            pending_add(c, req);                                                                      \
+        end(c);                                                                                       \
+        return rc;                                                                                    \
+    }
+
+NONBLOCKING_SEND(Isend, MPIQ_CALL_ISEND, int, Isend)
+NONBLOCKING_SEND(Isend_c, MPIQ_CALL_ISEND, Count, Isend)
+NONBLOCKING_SEND(Issend, MPIQ_CALL_ISSEND, int, Issend)
+NONBLOCKING_SEND(Issend_c, MPIQ_CALL_ISSEND, Count, Issend)
+NONBLOCKING_SEND(Ibsend, MPIQ_CALL_IBSEND, int, Ibsend)
+NONBLOCKING_SEND(Ibsend_c, MPIQ_CALL_IBSEND, Count, Ibsend)
+NONBLOCKING_SEND(Irsend, MPIQ_CALL_IRSEND, int, Irsend)
+NONBLOCKING_SEND(Irsend_c, MPIQ_CALL_IRSEND, Count, Irsend)
+
+#define RECV(NAME, COUNT, INT)                                                                       \
+    EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int source, int tag, H comm, void *status) \
     {                                                                                                \
-        if (!READY(NAME))                                                                            \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                     \
             return NO_MPI;                                                                           \
-        struct call c = begin(ID, comm, peer_of(dest), tag, count, type, P2P);                      \
-        int rc = P_##NAME(buf, count, type, dest, tag, comm, req);                                   \
-        if (rc == 0)                                                                                 \
-            pending_add(c, req);                                                                     \
+        if (!P_##NAME && !fits(count))                                                               \
+            return MPI_ERR_COUNT;                                                                    \
+        struct call c = begin(MPIQ_CALL_RECV, comm, peer_of(source), tag_of(tag), count, type, P2P); \
+        int rc = PASS_ON(NAME, INT, buf, count, type, source, tag, comm, status);                    \
         end(c);                                                                                      \
         return rc;                                                                                   \
     }
 
-NONBLOCKING_SEND(Isend, MPIQ_CALL_ISEND)
-NONBLOCKING_SEND(Issend, MPIQ_CALL_ISSEND)
-NONBLOCKING_SEND(Ibsend, MPIQ_CALL_IBSEND)
-NONBLOCKING_SEND(Irsend, MPIQ_CALL_IRSEND)
+RECV(Recv, int, Recv)
+RECV(Recv_c, Count, Recv)
 
-EXPORT int MPI_Recv(void *buf, int count, H type, int source, int tag, H comm, void *status)
-{
-    if (!READY(Recv))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_RECV, comm, peer_of(source), tag_of(tag), count, type, P2P);
-    int rc = P_Recv(buf, count, type, source, tag, comm, status);
-    end(c);
-    return rc;
-}
-
-EXPORT int MPI_Irecv(void *buf, int count, H type, int source, int tag, H comm, void *req)
-{
-    if (!READY(Irecv))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_IRECV, comm, peer_of(source), tag_of(tag), count, type, P2P);
-    int rc = P_Irecv(buf, count, type, source, tag, comm, req);
-    if (rc == 0)
-        pending_add(c, req);
-    end(c);
-    return rc;
-}
-
-EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, H sendtype, int dest, int sendtag, void *recvbuf,
-                        int recvcount, H recvtype, int source, int recvtag, H comm, void *status)
-{
-    if (!READY(Sendrecv))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_SENDRECV, comm, peer_of(dest), sendtag, sendcount, sendtype, P2P);
-    if (c.r) {
-        c.r->peer2 = peer_of(source);
-        c.r->tag2 = tag_of(recvtag);
+#define IRECV(NAME, COUNT, INT)                                                                       \
+    EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int source, int tag, H comm, void *req)     \
+    {                                                                                                 \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                      \
+            return NO_MPI;                                                                            \
+        if (!P_##NAME && !fits(count))                                                                \
+            return MPI_ERR_COUNT;                                                                     \
+        struct call c = begin(MPIQ_CALL_IRECV, comm, peer_of(source), tag_of(tag), count, type, P2P); \
+        int rc = PASS_ON(NAME, INT, buf, count, type, source, tag, comm, req);                        \
+        if (rc == 0)                                                                                  \
+            pending_add(c, req);                                                                      \
+        end(c);                                                                                       \
+        return rc;                                                                                    \
     }
-    int rc = P_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
-                        recvtag, comm, status);
-    end(c);
-    return rc;
-}
+
+IRECV(Irecv, int, Irecv)
+IRECV(Irecv_c, Count, Irecv)
+
+#define SENDRECV(NAME, COUNT, INT)                                                                             \
+    EXPORT int MPI_##NAME(const void *sendbuf, COUNT sendcount, H sendtype, int dest, int sendtag,             \
+                          void *recvbuf, COUNT recvcount, H recvtype, int source, int recvtag, H comm,         \
+                          void *status)                                                                        \
+    {                                                                                                          \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                               \
+            return NO_MPI;                                                                                     \
+        if (!P_##NAME && (!fits(sendcount) || !fits(recvcount)))                                               \
+            return MPI_ERR_COUNT;                                                                              \
+        struct call c = begin(MPIQ_CALL_SENDRECV, comm, peer_of(dest), sendtag, sendcount, sendtype, P2P);     \
+        if (c.r) {                                                                                             \
+            c.r->peer2 = peer_of(source);                                                                      \
+            c.r->tag2 = tag_of(recvtag);                                                                       \
+        }                                                                                                      \
+        int rc = PASS_ON(NAME, INT, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, \
+                          source, recvtag, comm, status);                                                      \
+        end(c);                                                                                                \
+        return rc;                                                                                             \
+    }
+
+SENDRECV(Sendrecv, int, Sendrecv)
+SENDRECV(Sendrecv_c, Count, Sendrecv)
 
 EXPORT int MPI_Probe(int source, int tag, H comm, void *status)
 {
@@ -99,20 +144,26 @@ EXPORT int MPI_Iprobe(int source, int tag, H comm, int *flag, void *status)
     return rc;
 }
 
-EXPORT int MPI_Sendrecv_replace(void *buf, int count, H type, int dest, int sendtag, int source, int recvtag, H comm,
-                                void *status)
-{
-    if (!READY(Sendrecv_replace))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_SENDRECV_REPLACE, comm, peer_of(dest), sendtag, count, type, P2P);
-    if (c.r) {
-        c.r->peer2 = peer_of(source);
-        c.r->tag2 = tag_of(recvtag);
+#define SENDRECV_REPLACE(NAME, COUNT, INT)                                                                 \
+    EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int dest, int sendtag, int source, int recvtag,  \
+                          H comm, void *status)                                                            \
+    {                                                                                                      \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                           \
+            return NO_MPI;                                                                                 \
+        if (!P_##NAME && !fits(count))                                                                     \
+            return MPI_ERR_COUNT;                                                                          \
+        struct call c = begin(MPIQ_CALL_SENDRECV_REPLACE, comm, peer_of(dest), sendtag, count, type, P2P); \
+        if (c.r) {                                                                                         \
+            c.r->peer2 = peer_of(source);                                                                  \
+            c.r->tag2 = tag_of(recvtag);                                                                   \
+        }                                                                                                  \
+        int rc = PASS_ON(NAME, INT, buf, count, type, dest, sendtag, source, recvtag, comm, status);       \
+        end(c);                                                                                            \
+        return rc;                                                                                         \
     }
-    int rc = P_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
-    end(c);
-    return rc;
-}
+
+SENDRECV_REPLACE(Sendrecv_replace, int, Sendrecv_replace)
+SENDRECV_REPLACE(Sendrecv_replace_c, Count, Sendrecv_replace)
 
 /* ---- matched probes --------------------------------------------------- */
 
@@ -192,63 +243,87 @@ EXPORT int MPI_Improbe(int source, int tag, H comm, int *flag, void *message, vo
     return rc;
 }
 
-EXPORT int MPI_Mrecv(void *buf, int count, H type, void *message, void *status)
-{
-    if (!READY(Mrecv))
-        return NO_MPI;
-    struct matched *m = match_of(message);
-    struct call c = m ? begin(MPIQ_CALL_MRECV, m->comm, m->peer, m->tag, count, type, P2P)
-                      : begin(MPIQ_CALL_MRECV, NO_COMM, NONE, count, type, P2P);
-    int rc = P_Mrecv(buf, count, type, message, status);
-    end(c);
-    return rc;
-}
+#define MRECV(NAME, COUNT, INT)                                                                \
+    EXPORT int MPI_##NAME(void *buf, COUNT count, H type, void *message, void *status)         \
+    {                                                                                          \
+        if (!ready() || (!P_##NAME && !P_##INT))                                               \
+            return NO_MPI;                                                                     \
+        if (!P_##NAME && !fits(count))                                                         \
+            return MPI_ERR_COUNT;                                                              \
+        struct matched *m = match_of(message);                                                 \
+        struct call c = m ? begin(MPIQ_CALL_MRECV, m->comm, m->peer, m->tag, count, type, P2P) \
+                          : begin(MPIQ_CALL_MRECV, NO_COMM, NONE, count, type, P2P);           \
+        int rc = PASS_ON(NAME, INT, buf, count, type, message, status);                        \
+        end(c);                                                                                \
+        return rc;                                                                             \
+    }
 
-EXPORT int MPI_Imrecv(void *buf, int count, H type, void *message, void *req)
-{
-    if (!READY(Imrecv))
-        return NO_MPI;
-    struct matched *m = match_of(message);
-    struct call c = m ? begin(MPIQ_CALL_IMRECV, m->comm, m->peer, m->tag, count, type, P2P)
-                      : begin(MPIQ_CALL_IMRECV, NO_COMM, NONE, count, type, P2P);
-    int rc = P_Imrecv(buf, count, type, message, req);
-    if (rc == 0)
-        pending_add(c, req);
-    end(c);
-    return rc;
-}
+MRECV(Mrecv, int, Mrecv)
+MRECV(Mrecv_c, Count, Mrecv)
+
+#define IMRECV(NAME, COUNT, INT)                                                                \
+    EXPORT int MPI_##NAME(void *buf, COUNT count, H type, void *message, void *req)             \
+    {                                                                                           \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                \
+            return NO_MPI;                                                                      \
+        if (!P_##NAME && !fits(count))                                                          \
+            return MPI_ERR_COUNT;                                                               \
+        struct matched *m = match_of(message);                                                  \
+        struct call c = m ? begin(MPIQ_CALL_IMRECV, m->comm, m->peer, m->tag, count, type, P2P) \
+                          : begin(MPIQ_CALL_IMRECV, NO_COMM, NONE, count, type, P2P);           \
+        int rc = PASS_ON(NAME, INT, buf, count, type, message, req);                            \
+        if (rc == 0)                                                                            \
+            pending_add(c, req);                                                                \
+        end(c);                                                                                 \
+        return rc;                                                                              \
+    }
+
+IMRECV(Imrecv, int, Imrecv)
+IMRECV(Imrecv_c, Count, Imrecv)
 
 /* ---- persistent requests ---------------------------------------------- */
 
-#define SEND_INIT(NAME, ID)                                                                          \
-    EXPORT int MPI_##NAME(const void *buf, int count, H type, int dest, int tag, H comm, void *req)  \
-    {                                                                                                \
-        if (!READY(NAME))                                                                            \
-            return NO_MPI;                                                                           \
-        struct call c = begin(ID, comm, peer_of(dest), tag, count, type, P2P);                      \
-        int rc = P_##NAME(buf, count, type, dest, tag, comm, req);                                   \
-        if (rc == 0)                                                                                 \
-            persistent_add(c, req);                                                                  \
-        end(c);                                                                                      \
-        return rc;                                                                                   \
+#define SEND_INIT(NAME, ID, COUNT, INT)                                                               \
+    EXPORT int MPI_##NAME(const void *buf, COUNT count, H type, int dest, int tag, H comm, void *req) \
+    {                                                                                                 \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                      \
+            return NO_MPI;                                                                            \
+        if (!P_##NAME && !fits(count))                                                                \
+            return MPI_ERR_COUNT;                                                                     \
+        struct call c = begin(ID, comm, peer_of(dest), tag, count, type, P2P);                        \
+        int rc = PASS_ON(NAME, INT, buf, count, type, dest, tag, comm, req);                          \
+        if (rc == 0)                                                                                  \
+            persistent_add(c, req);                                                                   \
+        end(c);                                                                                       \
+        return rc;                                                                                    \
     }
 
-SEND_INIT(Send_init, MPIQ_CALL_SEND_INIT)
-SEND_INIT(Ssend_init, MPIQ_CALL_SSEND_INIT)
-SEND_INIT(Bsend_init, MPIQ_CALL_BSEND_INIT)
-SEND_INIT(Rsend_init, MPIQ_CALL_RSEND_INIT)
+SEND_INIT(Send_init, MPIQ_CALL_SEND_INIT, int, Send_init)
+SEND_INIT(Send_init_c, MPIQ_CALL_SEND_INIT, Count, Send_init)
+SEND_INIT(Ssend_init, MPIQ_CALL_SSEND_INIT, int, Ssend_init)
+SEND_INIT(Ssend_init_c, MPIQ_CALL_SSEND_INIT, Count, Ssend_init)
+SEND_INIT(Bsend_init, MPIQ_CALL_BSEND_INIT, int, Bsend_init)
+SEND_INIT(Bsend_init_c, MPIQ_CALL_BSEND_INIT, Count, Bsend_init)
+SEND_INIT(Rsend_init, MPIQ_CALL_RSEND_INIT, int, Rsend_init)
+SEND_INIT(Rsend_init_c, MPIQ_CALL_RSEND_INIT, Count, Rsend_init)
 
-EXPORT int MPI_Recv_init(void *buf, int count, H type, int source, int tag, H comm, void *req)
-{
-    if (!READY(Recv_init))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_RECV_INIT, comm, peer_of(source), tag_of(tag), count, type, P2P);
-    int rc = P_Recv_init(buf, count, type, source, tag, comm, req);
-    if (rc == 0)
-        persistent_add(c, req);
-    end(c);
-    return rc;
-}
+#define RECV_INIT(NAME, COUNT, INT)                                                                       \
+    EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int source, int tag, H comm, void *req)         \
+    {                                                                                                     \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                          \
+            return NO_MPI;                                                                                \
+        if (!P_##NAME && !fits(count))                                                                    \
+            return MPI_ERR_COUNT;                                                                         \
+        struct call c = begin(MPIQ_CALL_RECV_INIT, comm, peer_of(source), tag_of(tag), count, type, P2P); \
+        int rc = PASS_ON(NAME, INT, buf, count, type, source, tag, comm, req);                            \
+        if (rc == 0)                                                                                      \
+            persistent_add(c, req);                                                                       \
+        end(c);                                                                                           \
+        return rc;                                                                                        \
+    }
+
+RECV_INIT(Recv_init, int, Recv_init)
+RECV_INIT(Recv_init_c, Count, Recv_init)
 
 EXPORT int MPI_Start(void *req)
 {
@@ -304,17 +379,17 @@ EXPORT int MPI_Test(void *req, int *flag, void *status)
     return rc;
 }
 
-#define ARRAY_COMPLETION(NAME, ID, PARAMS, ARGS, DONE, WHICH)   \
-    EXPORT int MPI_##NAME PARAMS                                \
-    {                                                           \
-        if (!READY(NAME))                                       \
-            return NO_MPI;                                      \
-        int n;                                                  \
-        struct call c = begin_wait(ID, count, reqs, &n);        \
-        int rc = P_##NAME ARGS;                                 \
-        completed(n, reqs, rc == 0 ? (DONE) : 0, WHICH);        \
-        end(c);                                                 \
-        return rc;                                              \
+#define ARRAY_COMPLETION(NAME, ID, PARAMS, ARGS, DONE, WHICH) \
+    EXPORT int MPI_##NAME PARAMS                              \
+    {                                                         \
+        if (!READY(NAME))                                     \
+            return NO_MPI;                                    \
+        int n;                                                \
+        struct call c = begin_wait(ID, count, reqs, &n);      \
+        int rc = P_##NAME ARGS;                               \
+        completed(n, reqs, rc == 0 ? (DONE) : 0, WHICH);      \
+        end(c);                                               \
+        return rc;                                            \
     }
 
 ARRAY_COMPLETION(Waitall, MPIQ_CALL_WAITALL, (int count, void *reqs, void *statuses), (count, reqs, statuses),
@@ -353,79 +428,121 @@ EXPORT int MPI_Barrier(H comm)
     return rc;
 }
 
-EXPORT int MPI_Bcast(void *buf, int count, H type, int root, H comm)
-{
-    if (!READY(Bcast))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_BCAST, comm, root, MPIQ_TAG_NONE, count, type, COLLECTIVE);
-    int rc = P_Bcast(buf, count, type, root, comm);
-    end(c);
-    return rc;
-}
+#define BCAST(NAME, COUNT, INT)                                                                     \
+    EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int root, H comm)                         \
+    {                                                                                               \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                    \
+            return NO_MPI;                                                                          \
+        if (!P_##NAME && !fits(count))                                                              \
+            return MPI_ERR_COUNT;                                                                   \
+        struct call c = begin(MPIQ_CALL_BCAST, comm, root, MPIQ_TAG_NONE, count, type, COLLECTIVE); \
+        int rc = PASS_ON(NAME, INT, buf, count, type, root, comm);                                  \
+        end(c);                                                                                     \
+        return rc;                                                                                  \
+    }
 
-EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, H type, H op, int root, H comm)
-{
-    if (!READY(Reduce))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_REDUCE, comm, root, MPIQ_TAG_NONE, count, type, COLLECTIVE);
-    int rc = P_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
-    end(c);
-    return rc;
-}
+BCAST(Bcast, int, Bcast)
+BCAST(Bcast_c, Count, Bcast)
 
-EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, H type, H op, H comm)
-{
-    if (!READY(Allreduce))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_ALLREDUCE, comm, NONE, count, type, COLLECTIVE);
-    int rc = P_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-    end(c);
-    return rc;
-}
+#define REDUCE(NAME, COUNT, INT)                                                                           \
+    EXPORT int MPI_##NAME(const void *sendbuf, void *recvbuf, COUNT count, H type, H op, int root, H comm) \
+    {                                                                                                      \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                           \
+            return NO_MPI;                                                                                 \
+        if (!P_##NAME && !fits(count))                                                                     \
+            return MPI_ERR_COUNT;                                                                          \
+        struct call c = begin(MPIQ_CALL_REDUCE, comm, root, MPIQ_TAG_NONE, count, type, COLLECTIVE);       \
+        int rc = PASS_ON(NAME, INT, sendbuf, recvbuf, count, type, op, root, comm);                        \
+        end(c);                                                                                            \
+        return rc;                                                                                         \
+    }
 
-EXPORT int MPI_Gather(const void *sendbuf, int sendcount, H sendtype, void *recvbuf, int recvcount, H recvtype,
-                      int root, H comm)
-{
-    if (!READY(Gather))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_GATHER, comm, root, MPIQ_TAG_NONE, sendcount, sendtype, COLLECTIVE);
-    int rc = P_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    end(c);
-    return rc;
-}
+REDUCE(Reduce, int, Reduce)
+REDUCE(Reduce_c, Count, Reduce)
 
-EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, H sendtype, void *recvbuf, int recvcount,
-                         H recvtype, H comm)
-{
-    if (!READY(Allgather))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_ALLGATHER, comm, NONE, sendcount, sendtype, COLLECTIVE);
-    int rc = P_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    end(c);
-    return rc;
-}
+#define ALLREDUCE(NAME, COUNT, INT)                                                              \
+    EXPORT int MPI_##NAME(const void *sendbuf, void *recvbuf, COUNT count, H type, H op, H comm) \
+    {                                                                                            \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                 \
+            return NO_MPI;                                                                       \
+        if (!P_##NAME && !fits(count))                                                           \
+            return MPI_ERR_COUNT;                                                                \
+        struct call c = begin(MPIQ_CALL_ALLREDUCE, comm, NONE, count, type, COLLECTIVE);         \
+        int rc = PASS_ON(NAME, INT, sendbuf, recvbuf, count, type, op, comm);                    \
+        end(c);                                                                                  \
+        return rc;                                                                               \
+    }
 
-EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, H sendtype, void *recvbuf, int recvcount, H recvtype,
-                       int root, H comm)
-{
-    if (!READY(Scatter))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_SCATTER, comm, root, MPIQ_TAG_NONE, recvcount, recvtype, COLLECTIVE);
-    int rc = P_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    end(c);
-    return rc;
-}
+ALLREDUCE(Allreduce, int, Allreduce)
+ALLREDUCE(Allreduce_c, Count, Allreduce)
 
-EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, H sendtype, void *recvbuf, int recvcount,
-                        H recvtype, H comm)
-{
-    if (!READY(Alltoall))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_ALLTOALL, comm, NONE, sendcount, sendtype, COLLECTIVE);
-    int rc = P_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    end(c);
-    return rc;
-}
+#define GATHER(NAME, COUNT, INT)                                                                             \
+    EXPORT int MPI_##NAME(const void *sendbuf, COUNT sendcount, H sendtype, void *recvbuf, COUNT recvcount,  \
+                          H recvtype, int root, H comm)                                                      \
+    {                                                                                                        \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                             \
+            return NO_MPI;                                                                                   \
+        if (!P_##NAME && (!fits(sendcount) || !fits(recvcount)))                                             \
+            return MPI_ERR_COUNT;                                                                            \
+        struct call c = begin(MPIQ_CALL_GATHER, comm, root, MPIQ_TAG_NONE, sendcount, sendtype, COLLECTIVE); \
+        int rc = PASS_ON(NAME, INT, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm); \
+        end(c);                                                                                              \
+        return rc;                                                                                           \
+    }
+
+GATHER(Gather, int, Gather)
+GATHER(Gather_c, Count, Gather)
+
+#define ALLGATHER(NAME, COUNT, INT)                                                                         \
+    EXPORT int MPI_##NAME(const void *sendbuf, COUNT sendcount, H sendtype, void *recvbuf, COUNT recvcount, \
+                          H recvtype, H comm)                                                               \
+    {                                                                                                       \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                            \
+            return NO_MPI;                                                                                  \
+        if (!P_##NAME && (!fits(sendcount) || !fits(recvcount)))                                            \
+            return MPI_ERR_COUNT;                                                                           \
+        struct call c = begin(MPIQ_CALL_ALLGATHER, comm, NONE, sendcount, sendtype, COLLECTIVE);            \
+        int rc = PASS_ON(NAME, INT, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);      \
+        end(c);                                                                                             \
+        return rc;                                                                                          \
+    }
+
+ALLGATHER(Allgather, int, Allgather)
+ALLGATHER(Allgather_c, Count, Allgather)
+
+#define SCATTER(NAME, COUNT, INT)                                                                             \
+    EXPORT int MPI_##NAME(const void *sendbuf, COUNT sendcount, H sendtype, void *recvbuf, COUNT recvcount,   \
+                          H recvtype, int root, H comm)                                                       \
+    {                                                                                                         \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                              \
+            return NO_MPI;                                                                                    \
+        if (!P_##NAME && (!fits(sendcount) || !fits(recvcount)))                                              \
+            return MPI_ERR_COUNT;                                                                             \
+        struct call c = begin(MPIQ_CALL_SCATTER, comm, root, MPIQ_TAG_NONE, recvcount, recvtype, COLLECTIVE); \
+        int rc = PASS_ON(NAME, INT, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);  \
+        end(c);                                                                                               \
+        return rc;                                                                                            \
+    }
+
+SCATTER(Scatter, int, Scatter)
+SCATTER(Scatter_c, Count, Scatter)
+
+#define ALLTOALL(NAME, COUNT, INT)                                                                          \
+    EXPORT int MPI_##NAME(const void *sendbuf, COUNT sendcount, H sendtype, void *recvbuf, COUNT recvcount, \
+                          H recvtype, H comm)                                                               \
+    {                                                                                                       \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                            \
+            return NO_MPI;                                                                                  \
+        if (!P_##NAME && (!fits(sendcount) || !fits(recvcount)))                                            \
+            return MPI_ERR_COUNT;                                                                           \
+        struct call c = begin(MPIQ_CALL_ALLTOALL, comm, NONE, sendcount, sendtype, COLLECTIVE);             \
+        int rc = PASS_ON(NAME, INT, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);      \
+        end(c);                                                                                             \
+        return rc;                                                                                          \
+    }
+
+ALLTOALL(Alltoall, int, Alltoall)
+ALLTOALL(Alltoall_c, Count, Alltoall)
 
 EXPORT int MPI_Ibarrier(H comm, void *req)
 {
@@ -439,29 +556,41 @@ EXPORT int MPI_Ibarrier(H comm, void *req)
     return rc;
 }
 
-EXPORT int MPI_Ibcast(void *buf, int count, H type, int root, H comm, void *req)
-{
-    if (!READY(Ibcast))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_IBCAST, comm, root, MPIQ_TAG_NONE, count, type, COLLECTIVE);
-    int rc = P_Ibcast(buf, count, type, root, comm, req);
-    if (rc == 0)
-        pending_add(c, req);
-    end(c);
-    return rc;
-}
+#define IBCAST(NAME, COUNT, INT)                                                                     \
+    EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int root, H comm, void *req)               \
+    {                                                                                                \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                     \
+            return NO_MPI;                                                                           \
+        if (!P_##NAME && !fits(count))                                                               \
+            return MPI_ERR_COUNT;                                                                    \
+        struct call c = begin(MPIQ_CALL_IBCAST, comm, root, MPIQ_TAG_NONE, count, type, COLLECTIVE); \
+        int rc = PASS_ON(NAME, INT, buf, count, type, root, comm, req);                              \
+        if (rc == 0)                                                                                 \
+            pending_add(c, req);                                                                     \
+        end(c);                                                                                      \
+        return rc;                                                                                   \
+    }
 
-EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, H type, H op, H comm, void *req)
-{
-    if (!READY(Iallreduce))
-        return NO_MPI;
-    struct call c = begin(MPIQ_CALL_IALLREDUCE, comm, NONE, count, type, COLLECTIVE);
-    int rc = P_Iallreduce(sendbuf, recvbuf, count, type, op, comm, req);
-    if (rc == 0)
-        pending_add(c, req);
-    end(c);
-    return rc;
-}
+IBCAST(Ibcast, int, Ibcast)
+IBCAST(Ibcast_c, Count, Ibcast)
+
+#define IALLREDUCE(NAME, COUNT, INT)                                                                        \
+    EXPORT int MPI_##NAME(const void *sendbuf, void *recvbuf, COUNT count, H type, H op, H comm, void *req) \
+    {                                                                                                       \
+        if (!ready() || (!P_##NAME && !P_##INT))                                                            \
+            return NO_MPI;                                                                                  \
+        if (!P_##NAME && !fits(count))                                                                      \
+            return MPI_ERR_COUNT;                                                                           \
+        struct call c = begin(MPIQ_CALL_IALLREDUCE, comm, NONE, count, type, COLLECTIVE);                   \
+        int rc = PASS_ON(NAME, INT, sendbuf, recvbuf, count, type, op, comm, req);                          \
+        if (rc == 0)                                                                                        \
+            pending_add(c, req);                                                                            \
+        end(c);                                                                                             \
+        return rc;                                                                                          \
+    }
+
+IALLREDUCE(Iallreduce, int, Iallreduce)
+IALLREDUCE(Iallreduce_c, Count, Iallreduce)
 
 /* ---- communicators ---------------------------------------------------- */
 

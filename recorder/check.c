@@ -18,7 +18,10 @@
  * MPI_Mrecv record the peer and tag the probe matched (mpi4py's comm.recv);
  * a persistent request goes 4 -> 2 -> 4 through MPI_Start and MPI_Wait, and
  * to 3 by MPI_Request_free; MPI_Waitany completes only the request it
- * names, persistent or not.
+ * names, persistent or not; the large-count functions (MPI_Mrecv_c, ...)
+ * are recorded as the calls they widen, and an MPI without them has them
+ * anyway (passed on to MPI_Mrecv, ...: mpi4py calls them when it finds
+ * them).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -112,6 +115,12 @@ static void header(int size)
     EQ(rec->flavour, MPIQ_FLAVOUR_MPICH, "flavour");
 #endif
 }
+
+/* MPI-4's large-count functions, from the recorder (which has them for every
+ * MPI), whatever this mpi.h declares. */
+static int (*send_c)(const void *, long long, MPI_Datatype, int, int, MPI_Comm);
+static int (*irecv_c)(void *, long long, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+static int (*mrecv_c)(void *, long long, MPI_Datatype, MPI_Message *, MPI_Status *);
 
 /* Rank 1 sends what rank 0 asks for (tag GO: the tag to send next). */
 enum { GO = 1 };
@@ -219,6 +228,13 @@ static void matched(void)
     if (rank == 1) {
         for (int tag = 22; tag <= 25; tag++)
             MPI_Send(buf, 3, MPI_INT, 0, tag, MPI_COMM_WORLD);
+        send_c(buf, 3, MPI_INT, 0, 26, MPI_COMM_WORLD);
+        send_c(buf, 3, MPI_INT, 0, 27, MPI_COMM_WORLD);
+        const Call *send = LAST(MPIQ_CALL_SEND);
+        if (send) {
+            EQ(send->tag, 27, "MPI_Send_c: tag");
+            EQ(send->count, 3, "MPI_Send_c: count");
+        }
         return;
     }
     MPI_Comm world = MPI_COMM_WORLD;
@@ -279,6 +295,29 @@ static void matched(void)
         EQ(c->peer, 1, "MPI_Mrecv after a probe without status: peer");
         EQ(c->tag, 25, "MPI_Mrecv after a probe without status: tag");
     }
+
+    /* The large-count functions, found as mpi4py finds them: recorded as
+     * the calls they widen, and passed on to MPI_X by an MPI without them. */
+    MPI_Mprobe(MPI_ANY_SOURCE, 26, MPI_COMM_WORLD, &msg, &st);
+    EQ(mrecv_c(buf, 3, MPI_INT, &msg, MPI_STATUS_IGNORE), MPI_SUCCESS, "MPI_Mrecv_c: its return");
+    if ((c = LAST(MPIQ_CALL_MRECV))) {
+        EQ(c->peer, 1, "MPI_Mrecv_c: peer");
+        EQ(c->tag, 26, "MPI_Mrecv_c: tag");
+        EQ(c->count, 3, "MPI_Mrecv_c: count");
+    }
+    if (!dlsym(RTLD_DEFAULT, "PMPI_Irecv_c"))
+        EQ(irecv_c(buf, 1ll << 40, MPI_INT, 1, 27, MPI_COMM_WORLD, &rq), MPI_ERR_COUNT,
+           "MPI_Irecv_c with a count past an int, passed on to MPI_Irecv");
+    EQ(irecv_c(buf, 3, MPI_INT, 1, 27, MPI_COMM_WORLD, &rq), MPI_SUCCESS, "MPI_Irecv_c: its return");
+    c = LAST(MPIQ_CALL_IRECV);
+    if ((p = SLOT(WORD(rq), c))) {
+        EQ(p->peer, 1, "MPI_Irecv_c: pending peer");
+        EQ(p->tag, 27, "MPI_Irecv_c: pending tag");
+        EQ(p->count, 3, "MPI_Irecv_c: pending count");
+    }
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    if (p)
+        EQ(p->state, 3, "MPI_Irecv_c: state after MPI_Wait");
 }
 
 /* Recv_init and Send_init, started and completed twice, then freed. */
@@ -469,11 +508,19 @@ int main(int argc, char **argv)
 
     rec = (const struct mpiq_recorder_header *)dlsym(RTLD_DEFAULT, "mpiq_recorder");
     int have = rec != NULL, both = 0;
-    MPI_Allreduce(&have, &both, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!have) {
         printf("rank %d: no symbol mpiq_recorder: is libmpiq_recorder.so preloaded?\n", rank);
         failures++;
     }
+    *(void **)&send_c = dlsym(RTLD_DEFAULT, "MPI_Send_c");
+    *(void **)&irecv_c = dlsym(RTLD_DEFAULT, "MPI_Irecv_c");
+    *(void **)&mrecv_c = dlsym(RTLD_DEFAULT, "MPI_Mrecv_c");
+    if (have && (!send_c || !irecv_c || !mrecv_c)) {
+        printf("rank %d: the recorder has no MPI_Send_c, MPI_Irecv_c or MPI_Mrecv_c\n", rank);
+        failures++;
+        have = 0;
+    }
+    MPI_Allreduce(&have, &both, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (both) {
         header(size);
         waits();

@@ -18,6 +18,10 @@
 /* A handle of either ABI: a pointer, or an int in the low 32 bits. */
 typedef uintptr_t H;
 
+/* MPI_Count, the count of MPI-4's large-count functions (MPI_X_c): long
+ * long in both ABIs. mpi4py calls them whenever the MPI has them. */
+typedef int64_t Count;
+
 #define PMPI_FUNCTIONS(X)                                                          \
     X(Init, int, (int *, char ***))                                                \
     X(Init_thread, int, (int *, char ***, int, int *))                             \
@@ -77,7 +81,35 @@ typedef uintptr_t H;
     X(Comm_dup, int, (H, void *))                                                  \
     X(Comm_split, int, (H, int, int, void *))                                      \
     X(Comm_create, int, (H, H, void *))                                            \
-    X(Comm_free, int, (void *))
+    X(Comm_free, int, (void *))                                                    \
+    X(Send_c, int, (const void *, Count, H, int, int, H))                          \
+    X(Ssend_c, int, (const void *, Count, H, int, int, H))                         \
+    X(Bsend_c, int, (const void *, Count, H, int, int, H))                         \
+    X(Rsend_c, int, (const void *, Count, H, int, int, H))                         \
+    X(Isend_c, int, (const void *, Count, H, int, int, H, void *))                 \
+    X(Issend_c, int, (const void *, Count, H, int, int, H, void *))                \
+    X(Ibsend_c, int, (const void *, Count, H, int, int, H, void *))                \
+    X(Irsend_c, int, (const void *, Count, H, int, int, H, void *))                \
+    X(Recv_c, int, (void *, Count, H, int, int, H, void *))                        \
+    X(Irecv_c, int, (void *, Count, H, int, int, H, void *))                       \
+    X(Sendrecv_c, int, (const void *, Count, H, int, int, void *, Count, H, int, int, H, void *)) \
+    X(Sendrecv_replace_c, int, (void *, Count, H, int, int, int, int, H, void *))  \
+    X(Mrecv_c, int, (void *, Count, H, void *, void *))                            \
+    X(Imrecv_c, int, (void *, Count, H, void *, void *))                           \
+    X(Send_init_c, int, (const void *, Count, H, int, int, H, void *))             \
+    X(Ssend_init_c, int, (const void *, Count, H, int, int, H, void *))            \
+    X(Bsend_init_c, int, (const void *, Count, H, int, int, H, void *))            \
+    X(Rsend_init_c, int, (const void *, Count, H, int, int, H, void *))            \
+    X(Recv_init_c, int, (void *, Count, H, int, int, H, void *))                   \
+    X(Bcast_c, int, (void *, Count, H, int, H))                                    \
+    X(Reduce_c, int, (const void *, void *, Count, H, H, int, H))                  \
+    X(Allreduce_c, int, (const void *, void *, Count, H, H, H))                    \
+    X(Gather_c, int, (const void *, Count, H, void *, Count, H, int, H))           \
+    X(Allgather_c, int, (const void *, Count, H, void *, Count, H, H))             \
+    X(Scatter_c, int, (const void *, Count, H, void *, Count, H, int, H))          \
+    X(Alltoall_c, int, (const void *, Count, H, void *, Count, H, H))              \
+    X(Ibcast_c, int, (void *, Count, H, int, H, void *))                           \
+    X(Iallreduce_c, int, (const void *, void *, Count, H, H, H, void *))
 
 #define DECLARE(name, ret, params) extern ret(*P_##name) params;
 PMPI_FUNCTIONS(DECLARE)
@@ -101,7 +133,7 @@ struct call {
 
 /* Whether MPI_<name> can be passed on: the MPI is found, and has
  * PMPI_<name> (a function newer than the MPI is left NULL by resolve(),
- * and only the calls to it fail). */
+ * and only the calls to it fail; MPI_X_c, calls.c). */
 #define READY(name) (ready() && P_##name != NULL)
 
 /* completed(): every request given completed, or the `done` listed. */
@@ -113,7 +145,7 @@ uint64_t load(const void *p, size_t i);
 int32_t peer_of(int rank);
 int32_t tag_of(int tag);
 int status_source_tag(const void *status, int *source, int *tag);
-struct call begin(int what, H comm, int32_t peer, int32_t tag, int count, H type, int collective);
+struct call begin(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective);
 struct call begin_wait(int what, int n, const void *reqs, int *tracked);
 struct call begin_start(int what, int n, const void *reqs);
 void end(struct call c);

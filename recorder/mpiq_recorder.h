@@ -80,7 +80,9 @@ enum mpiq_recorder_flavour {
 #define MPIQ_TAG_ANY (-32767)
 
 /* What a call is; mpiq names them (`recorder.rs`). Stable: new calls get new
- * numbers. */
+ * numbers. MPI-4's large-count functions (MPI_Send_c, ...; mpi4py calls
+ * them when the MPI has them) are recorded as the calls they widen, their
+ * counts clamped to INT32_MAX. */
 enum mpiq_recorder_call {
     MPIQ_CALL_INIT = 1,
     MPIQ_CALL_FINALIZE = 2,

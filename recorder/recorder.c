@@ -328,7 +328,7 @@ void comm_forget(uint64_t h)
 
 /* A record claimed and written, not yet published: begin() publishes it at
  * once, the wait calls once they have counted their requests. */
-static struct call claim(int what, H comm, int32_t peer, int32_t tag, int count, H type, int collective)
+static struct call claim(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective)
 {
     if (!recording())
         return (struct call){NULL, 0};
@@ -344,7 +344,7 @@ static struct call claim(int what, H comm, int32_t peer, int32_t tag, int count,
     r->call = what;
     r->peer = peer;
     r->tag = tag;
-    r->count = count;
+    r->count = count > INT32_MAX ? INT32_MAX : count < INT32_MIN ? INT32_MIN : (int32_t)count;
     r->type_size = type == NO_TYPE ? -1 : size_of(type);
     r->tid = tid();
     r->peer2 = MPIQ_PEER_NONE;
@@ -365,7 +365,7 @@ static void publish(struct call c)
         __atomic_store_n(&c.r->seq, c.seq, __ATOMIC_RELEASE);
 }
 
-struct call begin(int what, H comm, int32_t peer, int32_t tag, int count, H type, int collective)
+struct call begin(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective)
 {
     struct call c = claim(what, comm, peer, tag, count, type, collective);
     publish(c);
