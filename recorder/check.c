@@ -415,6 +415,27 @@ static void persistent(void)
 
 /* Waitany completes the one it names: of two receives, of two persistent
  * receives. */
+/* Two MPI_Isend to MPI_PROC_NULL complete at once; Open MPI hands out one
+ * shared request for both: never pending twice (nor, Open MPI's, at all). */
+static void proc_null(void)
+{
+    int x = 1;
+    MPI_Request r[2];
+    MPI_Isend(&x, 1, MPI_INT, MPI_PROC_NULL, 11, MPI_COMM_WORLD, &r[0]);
+    MPI_Isend(&x, 1, MPI_INT, MPI_PROC_NULL, 11, MPI_COMM_WORLD, &r[1]);
+    const char *table = (const char *)rec + rec->pending_offset;
+    for (int k = 0; k < 2; k++) {
+        int n = 0;
+        for (uint32_t i = 0; i < rec->npending; i++) {
+            const Pending *p = (const Pending *)(table + (size_t)i * rec->pending_size);
+            n += p->state == 2 && p->request == WORD(r[k]);
+        }
+        if (n > 1)
+            fail(__LINE__, "pending slots holding one MPI_PROC_NULL send's request", n, 1);
+    }
+    MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+}
+
 static void any(void)
 {
     int a = 0, b = 0, pa = 0, pb = 0;
@@ -527,6 +548,7 @@ int main(int argc, char **argv)
         matched();
         persistent();
         any();
+        proc_null();
     }
 
     int all = 0;

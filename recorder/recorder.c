@@ -80,6 +80,9 @@ static struct {
     int flavour;                 /* enum mpiq_recorder_flavour; 0 until known */
     size_t width;                /* bytes of a handle in an array */
     H comm_world, comm_null, request_null, datatype_null;
+    /* Open MPI's one request shared by every call that completed at once
+     * (an MPI_Isend to MPI_PROC_NULL): never pending, however many hold it. */
+    H request_empty;
     int any_source, proc_null, any_tag;
 } M;
 
@@ -137,6 +140,7 @@ static int resolve(void)
         M.comm_world = (H)world;
         M.comm_null = (H)sym("ompi_mpi_comm_null");
         M.request_null = (H)sym("ompi_request_null");
+        M.request_empty = (H)sym("ompi_request_empty");
         M.datatype_null = (H)sym("ompi_mpi_datatype_null");
         M.any_source = -1;
         M.proc_null = -2;
@@ -410,6 +414,12 @@ static void add(struct call c, const void *out, uint32_t state, uint32_t flags)
     if (h == value(M.request_null))
         return;
     __atomic_store_n(&c.r->request, h, __ATOMIC_RELAXED);
+    if (M.request_empty && h == value(M.request_empty))
+        return;
+    /* A handle the MPI hands out while the table still holds it is a
+     * request shared by calls that completed at once, or one completed
+     * where the recorder could not see: the old entry is not pending. */
+    pending_done(h);
     uint32_t s = request_slot(h);
     for (uint32_t k = 0; k < PROBES; k++) {
         struct mpiq_recorder_pending *p = slot_at(s, k);
