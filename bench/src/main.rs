@@ -16,6 +16,7 @@
 //! target/release/mpiq-bench detect [--ranks 2] [--every default,5s]   # what `mpiq run --detect` costs a job
 //! target/release/mpiq-bench scale [--ranks 1000,16000] [--per-node 32] # `mpiq job` on simulated nodes
 //! target/release/mpiq-bench single [--ranks 8] [--reps 10]           # one dump vs replay; stacks vs eu-stack
+//! target/release/mpiq-bench recorder [--quick]                        # what the flight recorder adds per MPI call
 //! ```
 
 mod detect;
@@ -24,6 +25,7 @@ mod floor;
 mod nodes;
 mod proc;
 mod python;
+mod recorder;
 mod report;
 mod scale;
 mod single;
@@ -51,7 +53,9 @@ usage: mpiq-bench [--mpi openmpi,mpich] [--k 10,1000,10000,100000] [--reps N]
        mpiq-bench detect [--mpi openmpi] [--ranks 2] [--iterations 20000] [--points 1000000]
                          [--every default,10s,5s,1s] [--reps 3]
        mpiq-bench scale [--ranks 1000,16000,100000] [--per-node 32] [--mpi openmpi] [--records FILE]
-       mpiq-bench single [--ranks 8] [--reps 10] [--k 10] [--mpi openmpi]";
+       mpiq-bench single [--ranks 8] [--reps 10] [--k 10] [--mpi openmpi]
+       mpiq-bench recorder [--mpi openmpi,mpich,debian-openmpi] [--rounds 7] [--quick]
+                           [--no-callgrind] [--callgrind-iters 200000] [--kernel-n 256]";
 
 /// What to measure.
 struct Plan {
@@ -287,7 +291,7 @@ fn main() {
     }
     // The subcommands that start jobs: each gets a scratch directory of its own.
     type Sub = fn(&[String], &Path) -> Result<(), String>;
-    let subs: [(&str, Sub); 7] = [
+    let subs: [(&str, Sub); 8] = [
         ("detect", detect::main),
         ("scale", scale::main),
         ("single", single::main),
@@ -295,6 +299,7 @@ fn main() {
         ("nodes", nodes::main),
         ("python", python::main),
         ("watch", watch::main),
+        ("recorder", recorder::main),
     ];
     if let Some((name, sub)) = subs.iter().find(|(n, _)| args.first().map(String::as_str) == Some(n)) {
         let scratch = std::env::temp_dir().join(format!("mpiq-bench-{name}-{}", std::process::id()));

@@ -1,5 +1,6 @@
-//! Short versions of issue 26's benchmarks (docs/PERFORMANCE.md has their
-//! figures; the timings printed here are for the log, never asserted).
+//! Short versions of issue 26's benchmarks and of issue 28's flight
+//! recorder benchmark (docs/PERFORMANCE.md has their figures; the timings
+//! printed here are for the log, never asserted).
 //!
 //! The scale harness: `mpiq-bench scale` runs
 //! the real front end, `mpiq job --slurm J`, on 1,000 simulated ranks on 32
@@ -59,4 +60,73 @@ fn the_single_process_benchmark_runs() {
         "{ratios:?}:\n{}",
         r.all()
     );
+}
+
+/// `mpiq-bench recorder --quick` under the test bed's Open MPI: the flight
+/// recorder's cost per MPI call, without and with it preloaded, one round.
+/// Every case must be printed with its numbers (times, differences, noise),
+/// the kernel's overhead and each rank's memory; the instruction counts too
+/// when valgrind is installed. No figure is judged here: docs/PERFORMANCE.md
+/// has them, measured on a quiet machine.
+#[test]
+fn the_flight_recorder_benchmark_runs() {
+    let mut cmd = std::process::Command::new(artifact("mpiq-bench"));
+    cmd.args(["recorder", "--quick", "--mpi", "openmpi"]);
+    let r = run(cmd);
+    assert!(r.success, "mpiq-bench recorder failed:\n{}", r.all());
+    eprintln!("{}", r.stdout);
+    let number = |cell: &str| -> f64 {
+        cell.trim_start_matches('±')
+            .trim_end_matches(" %")
+            .trim_start_matches('+')
+            .parse()
+            .unwrap_or(f64::NAN)
+    };
+    let row = |prefix: &str| -> Vec<String> {
+        r.stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no row {prefix:?}:\n{}", r.all()))
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    // | MPI | case | calls/iter | without | with | added (runs) | added % | noise (runs) | added (in run) | noise (in run) |
+    for case in [
+        "iprobe",
+        "test_null",
+        "pingpong_8",
+        "pingpong_1m",
+        "allreduce_1",
+        "allreduce_128k",
+        "kernel",
+    ] {
+        let cells = row(&format!("| Open MPI 4.1.4 | {case} ("));
+        let numbers: Vec<f64> = cells[3..=10].iter().map(|c| number(c)).collect();
+        assert!(numbers.iter().all(|x| x.is_finite()), "{case}: {cells:?}:\n{}", r.all());
+        assert!(numbers[1] > 0.0 && numbers[2] > 0.0, "{case}: times: {cells:?}");
+    }
+    // | MPI | grid a rank | MPI calls/iter | without | with | overhead (runs) | noise (runs) | overhead (in run) | noise (in run) |
+    let kernel = row("| Open MPI 4.1.4 | 128 × 128 |");
+    assert!(
+        kernel[3..=9].iter().all(|c| number(c).is_finite()),
+        "kernel: {kernel:?}"
+    );
+    let valgrind =
+        std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("valgrind").is_file()));
+    if valgrind {
+        // | MPI | case | without | with | added | without, again |
+        let cg = row("| Open MPI 4.1.4 | iprobe |");
+        assert!(
+            cg[3..=5].iter().all(|c| number(c) > 0.0),
+            "instructions per call: {cg:?}"
+        );
+    }
+    let memory = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("- Open MPI 4.1.4: rank 0 "))
+        .unwrap_or_else(|| panic!("no memory line:\n{}", r.all()));
+    assert!(memory.contains("rank 1 "), "{memory}");
+    assert!(r.stdout.contains("- static tables: `mpiq_recorder` "), "{}", r.all());
 }
