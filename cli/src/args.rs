@@ -299,8 +299,9 @@ early says why on its last line.")]
     #[command(after_help = "\
 Example: mpiq setup gdb >> ~/.gdbinit      mpiq setup lldb >> ~/.lldbinit
 Then `info mpi-queues` (gdb) and `mpi queues` (lldb) work in every session.
-mpiq setup recorder: how to preload the flight recorder into your jobs (its
-last line, an `export LD_PRELOAD=...`, can go into a job script).
+mpiq setup recorder: how to preload the flight recorder into jobs started
+without `mpiq run`, which preloads it by itself (its last line, an
+`export LD_PRELOAD=...`, can go into a job script).
 Exit status 1, with what is missing, when this installation lacks the part.")]
     Setup {
         /// The debugger, or the recorder.

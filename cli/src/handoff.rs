@@ -20,12 +20,19 @@
 //! - lldb's `libmpiq_lldb.so`: next to `mpiq`, or
 //!   `<prefix>/lib/mpiq/lldb/libmpiq_lldb.so`; lldb itself: `lldb` on
 //!   `PATH`, else the newest `lldb-N`.
+//! - the flight recorder's `libmpiq_recorder.so` ([`recorder`]):
+//!   `$MPIQ_RECORDER`, `<prefix>/lib/mpiq/`, else the copy built into this
+//!   mpiq, written into the user's cache.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use mpiq::render::handoff::{Debuggers, Handoff, Opener};
 use mpiq::Snapshot;
+
+pub mod recorder;
+
+pub use recorder::{recorder_setup, RecorderLibrary};
 
 /// The checkout this mpiq was built from; none in a packaged build
 /// (`scripts/package` sets `MPIQ_PACKAGE`), which must carry no path of
@@ -37,7 +44,7 @@ const SOURCE_ROOT: Option<&str> = if option_env!("MPIQ_PACKAGE").is_some() {
 };
 
 /// What the search looks at: the running mpiq, the checkout it was built
-/// from, `PATH`, `$MPIQ_LIB`.
+/// from, `PATH`, `$MPIQ_LIB`, `$MPIQ_RECORDER`, the user's cache directory.
 #[derive(Clone, Debug, Default)]
 pub struct Environment {
     /// The running `mpiq`.
@@ -48,6 +55,11 @@ pub struct Environment {
     pub path: Option<OsString>,
     /// `$MPIQ_LIB` (gdb's `mpiq.py` loads that library when set).
     pub mpiq_lib: Option<OsString>,
+    /// `$MPIQ_RECORDER`: the flight recorder's library to use.
+    pub recorder: Option<OsString>,
+    /// The user's cache directory (`$XDG_CACHE_HOME`, `~/.cache`), where
+    /// this mpiq's own flight recorder is written.
+    pub cache: Option<PathBuf>,
 }
 
 impl Environment {
@@ -58,6 +70,8 @@ impl Environment {
             source_root: SOURCE_ROOT.map(PathBuf::from),
             path: std::env::var_os("PATH"),
             mpiq_lib: std::env::var_os("MPIQ_LIB").filter(|v| !v.is_empty()),
+            recorder: recorder::variable(),
+            cache: recorder::cache_home(),
         }
     }
 }
@@ -155,6 +169,9 @@ pub enum SetupError {
     /// The part, and how to get it.
     #[error("{0}")]
     Missing(String),
+    /// `$MPIQ_RECORDER` names no file.
+    #[error("{0}")]
+    BadVariable(String),
 }
 
 /// The lines that load mpiq into gdb at every start (for `~/.gdbinit`), as
@@ -179,54 +196,6 @@ pub fn lldb_setup(found: &Debuggers) -> Result<String, SetupError> {
     Ok(format!(
         "# mpiq: `mpi queues` (from `mpiq setup lldb`)\nplugin load {}\n",
         mpiq::render::handoff::lldb_arg(plugin)
-    ))
-}
-
-/// Where the flight recorder's library is: `<prefix>/lib/mpiq/` of an
-/// installation, or next to `mpiq`.
-pub fn recorder_library(env: &Environment) -> Result<PathBuf, SetupError> {
-    let exe = env.exe.as_deref().map(real);
-    let bin = exe.as_deref().and_then(Path::parent);
-    first_file(
-        [
-            bin.map(|b| b.join(RECORDER)),
-            bin.and_then(Path::parent).map(|p| p.join("lib/mpiq").join(RECORDER)),
-        ]
-        .into_iter()
-        .flatten(),
-    )
-    .ok_or_else(|| {
-        SetupError::Missing(format!(
-            "{RECORDER} is not next to this mpiq nor in ../lib/mpiq: install mpiq from its wheel or \
-             tarball (`scripts/package`), or build it: cc -shared -fPIC -O2 -o {RECORDER} \
-             recorder/recorder.c recorder/calls.c -ldl"
-        ))
-    })
-}
-
-/// The flight recorder's library.
-const RECORDER: &str = "libmpiq_recorder.so";
-
-/// How to run jobs with the flight recorder: comments on the launchers,
-/// then one `export` line a job script can hold.
-pub fn recorder_setup(env: &Environment) -> Result<String, SetupError> {
-    let lib = recorder_library(env)?;
-    if lib.to_string_lossy().contains([' ', '\t', ':']) {
-        return Err(SetupError::Missing(format!(
-            "{} cannot be preloaded from where it is: LD_PRELOAD splits its list at spaces and colons, \
-             and this path has one; link it from a path without (ln -s)",
-            lib.display()
-        )));
-    }
-    let quoted = mpiq::render::handoff::shell_quote(&lib.display().to_string());
-    Ok(format!(
-        "# mpiq: the flight recorder (from `mpiq setup recorder`), in front of your job's MPI:\n\
-         #   LD_PRELOAD={quoted} mpirun -n 4 ./app      (ranks on this node)\n\
-         #   mpirun -x LD_PRELOAD={quoted} ...         (Open MPI, across nodes)\n\
-         #   mpiexec -genv LD_PRELOAD {quoted} ...     (MPICH)\n\
-         #   srun --export=ALL,LD_PRELOAD={quoted} ... (Slurm)\n\
-         # or for the jobs of a shell or job script:\n\
-         export LD_PRELOAD={quoted}${{LD_PRELOAD:+:$LD_PRELOAD}}\n"
     ))
 }
 
@@ -370,6 +339,7 @@ mod tests {
             source_root: Some(t.0.join("nowhere")),
             path: Some(t.0.join("bin").into_os_string()),
             mpiq_lib: None,
+            ..Environment::default()
         };
         let d = debuggers(&env);
         assert_eq!(d.gdb_script, Ok(script));
@@ -398,6 +368,7 @@ mod tests {
             source_root: Some(t.0.join("src")),
             path: None,
             mpiq_lib: None,
+            ..Environment::default()
         };
         let d = debuggers(&env);
         assert_eq!(d.gdb_script, Ok(script));
@@ -432,6 +403,7 @@ mod tests {
             source_root: None,
             path: None,
             mpiq_lib: None,
+            ..Environment::default()
         };
         let d = debuggers(&env);
         // mpiq.py finds <prefix>/lib/libmpiq.so itself.

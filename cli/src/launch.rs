@@ -29,6 +29,7 @@ use crate::signals;
 
 mod cost;
 mod job;
+mod recorder;
 mod starter;
 mod tee;
 mod traceback;
@@ -36,6 +37,7 @@ mod traceback;
 use cost::DetectCost;
 pub use job::watchdog_main;
 use job::Job;
+use recorder::Preload;
 use starter::Starter;
 use tee::{Sink, Tee};
 
@@ -100,7 +102,26 @@ pub fn run(args: &RunArgs, verbose: bool) -> u8 {
             return EXIT_FAILED;
         }
     }
-    let (mut job, out, err) = match Job::spawn(&args.command) {
+    let preload = if args.no_recorder {
+        None
+    } else {
+        match crate::handoff::recorder::preload_library(&crate::handoff::Environment::current()) {
+            Ok(library) => Some(recorder::preload(&args.command, library)),
+            Err(e @ crate::handoff::SetupError::BadVariable(_)) => {
+                eprintln!("mpiq run: {e} (--no-recorder runs the job without it)");
+                return EXIT_FAILED;
+            }
+            Err(e) => {
+                eprintln!("mpiq run: warning: the job runs without mpiq's flight recorder: {e}");
+                None
+            }
+        }
+    };
+    let (command, env) = match &preload {
+        Some(p) => (&p.command, p.env.as_slice()),
+        None => (&args.command, &[][..]),
+    };
+    let (mut job, out, err) = match Job::spawn(command, env) {
         Ok(j) => j,
         Err(job::SpawnError(e)) => {
             eprintln!("mpiq run: cannot run {}: {e}", quoted(&args.command));
@@ -122,7 +143,10 @@ pub fn run(args: &RunArgs, verbose: bool) -> u8 {
             eprintln!("mpiq run: [{:>7.1} s] {what}", started.elapsed().as_secs_f64());
         }
     };
-    note(format_args!("started {} as pid {}", quoted(&args.command), job.pgid()));
+    note(format_args!("started {} as pid {}", quoted(command), job.pgid()));
+    if let Some(p) = &preload {
+        note(format_args!("flight recorder: {}", p.how));
+    }
     let mut cost = DetectCost::default();
     let watched = watch(&mut job, args, started, &note, &mut cost);
     match watched {
@@ -161,7 +185,16 @@ pub fn run(args: &RunArgs, verbose: bool) -> u8 {
             EXIT_FAILED
         }
         Watched::Hung(ending) => {
-            hung(&mut job, &mut tees, args, ending, started, verbose, &cost);
+            hung(
+                &mut job,
+                &mut tees,
+                args,
+                ending,
+                started,
+                verbose,
+                &cost,
+                preload.as_ref(),
+            );
             EXIT_HUNG
         }
     }
@@ -329,6 +362,7 @@ fn text_options() -> DumpOptions {
 }
 
 /// Reports on the hung job (stderr, `--report DIR`), then ends it.
+#[allow(clippy::too_many_arguments)]
 fn hung(
     job: &mut Job,
     tees: &mut [Tee; 2],
@@ -337,6 +371,7 @@ fn hung(
     started: Instant,
     verbose: bool,
     cost: &DetectCost,
+    preload: Option<&Preload>,
 ) {
     let ran = started.elapsed();
     let hung_found = matches!(ending, Ending::Hang { .. });
@@ -394,6 +429,9 @@ fn hung(
                 "  starter: {}, pid {} ({})",
                 starter.name, starter.pid, starter.how
             );
+            if let Some(line) = preload.and_then(|p| recorder::missing_line(&report.snapshot, &p.library.path)) {
+                let _ = writeln!(text, "  {line}");
+            }
             let _ = writeln!(text, "  verdict: {}\n", verdict_line(report, hung_found));
             text.push_str(&report::render(report, OutputFormat::Text, &opts));
             // The uncaught exception of a Python rank that left its script.

@@ -55,6 +55,18 @@ a rank whose stacks cannot be read keeps the job from being called still. A
 check that could not read the job (it has not started its ranks yet) ends
 nothing. The report says what was seen, for how long, and the rule applied.
 
+The flight recorder (unless --no-recorder): mpiq's libmpiq_recorder.so (found in
+$MPIQ_RECORDER, else in this installation's lib/mpiq/, else this mpiq's own
+copy, written into ~/.cache/mpiq/recorder/) is appended to the command's
+LD_PRELOAD (after the user's; not when LD_PRELOAD names a libmpiq_recorder.so
+already). Every process of the job inherits it; it records only in processes
+that call MPI. Ranks on other nodes get it from srun and MPICH's mpiexec (which
+pass the whole environment on), and from Open MPI's mpirun when it is the
+command: Open MPI 5's through OMPI_MCA_mca_base_env_list=LD_PRELOAD, Open MPI
+4's through `-x LD_PRELOAD`, added after the program's name. The report says
+which ranks were read without it (a static program, srun --export without ALL,
+...).
+
 Report files (--report DIR): DIR is created if missing; these files, of an
 earlier run, are removed at the start; they are written when the job is ended:
   report.txt      the text printed on stderr
@@ -113,6 +125,14 @@ pub struct RunArgs {
     /// How long the job has after SIGTERM before SIGKILL.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub grace: Duration,
+    /// Do not preload mpiq's flight recorder into the job. By default its
+    /// library goes into LD_PRELOAD (see below): each rank then keeps its
+    /// last MPI calls and pending requests, which the report shows and the
+    /// verdict uses where the MPI gives no queues. Its cost: some tens of
+    /// ns per MPI call, and about 940 KiB of .bss reserved per process, of
+    /// which only the pages written count.
+    #[arg(long)]
+    pub no_recorder: bool,
     /// The job's command: srun, mpirun, mpiexec ..., or any command that
     /// starts one (after `--`, or after mpiq run's options).
     #[arg(value_name = "COMMAND", required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]

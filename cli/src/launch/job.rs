@@ -151,16 +151,21 @@ pub struct Job {
 }
 
 impl Job {
-    /// Starts `command` in its own process group with its standard output
-    /// and error piped; standard input is mpiq's, unless that is a
-    /// terminal (the job runs in the background, where reading it would
-    /// stop the job): then `/dev/null`.
-    pub fn spawn(command: &[OsString]) -> Result<(Job, ChildStdout, ChildStderr), SpawnError> {
+    /// Starts `command` in its own process group, with `env` added to
+    /// mpiq's environment and its standard output and error piped;
+    /// standard input is mpiq's, unless that is a terminal (the job runs in
+    /// the background, where reading it would stop the job): then
+    /// `/dev/null`.
+    pub fn spawn(
+        command: &[OsString],
+        env: &[(OsString, OsString)],
+    ) -> Result<(Job, ChildStdout, ChildStderr), SpawnError> {
         let (program, args) = command
             .split_first()
             .ok_or_else(|| SpawnError(std::io::Error::other("no command")))?;
         let mut cmd = Command::new(program);
         cmd.args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
@@ -346,7 +351,7 @@ mod tests {
             .iter()
             .map(Into::into)
             .collect();
-        let (mut job, _out, _err) = Job::spawn(&cmd).unwrap();
+        let (mut job, _out, _err) = Job::spawn(&cmd, &[]).unwrap();
         std::thread::sleep(Duration::from_millis(300));
         job.tracked.rescan();
         let seen = job.tracked.left();
@@ -368,7 +373,7 @@ mod tests {
         term.add(Signal::SIGTERM);
         term.thread_block().unwrap();
         let cmd: Vec<OsString> = ["sleep", "30"].iter().map(Into::into).collect();
-        let spawned = Job::spawn(&cmd);
+        let spawned = Job::spawn(&cmd, &[]);
         term.thread_unblock().unwrap();
         let (mut job, _out, _err) = spawned.unwrap();
         assert!(!job.end(true, Duration::from_secs(10), &|| false));
