@@ -186,10 +186,10 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
 
 /// One call record.
 fn call(f: &Fields<'_>) -> RecordedCall {
-    let name = call_name(f.i32(48));
-    use crate::stacks::names::{classify, CallClass};
-    // The test family and the waits; MPI_Iprobe polls no request.
-    let waits = name != "iprobe" && matches!(classify(name), CallClass::Wait { .. } | CallClass::Poll { .. });
+    let id = f.i32(48);
+    let name = call_name(id);
+    // The wait and test calls (`mpiq_recorder.h`: 30-37) count requests.
+    let waits = (30..=37).contains(&id);
     RecordedCall {
         requests_active: waits.then(|| i64::from(f.i32(80))),
         requests_known: waits.then(|| i64::from(f.i32(84))),

@@ -64,8 +64,11 @@ pub(crate) fn apply(snap: &mut Snapshot) -> Vec<String> {
         }
         let calls = match in_progress(p, rec) {
             Ok(calls) => calls,
-            Err(why) => {
-                notes.push(format!("{who}: {why}; its pending requests are not used"));
+            Err(Unrecorded { tid, call }) => {
+                notes.push(format!(
+                    "{who}: its thread {tid} is in {}, which the flight recorder did not record; its pending requests are not used",
+                    c_name(&call)
+                ));
                 continue;
             }
         };
@@ -96,13 +99,18 @@ pub(crate) fn apply(snap: &mut Snapshot) -> Vec<String> {
     notes
 }
 
+/// A thread in a blocking MPI call the recorder has no running record of.
+struct Unrecorded {
+    tid: u64,
+    call: String,
+}
+
+/// A thread's running call: (thread, entry frame, call, its record).
+type Running<'r> = (u64, usize, String, &'r RecordedCall);
+
 /// The recorder's in-progress call of each application thread the stacks
-/// show in a blocking MPI call: (thread, entry frame, call, record), or why
-/// one of them is not known.
-fn in_progress<'r>(
-    p: &ProcessSnapshot,
-    rec: &'r Recording,
-) -> Result<Vec<(u64, usize, String, &'r RecordedCall)>, String> {
+/// show in a blocking MPI call, or the first thread whose is not known.
+fn in_progress<'r>(p: &ProcessSnapshot, rec: &'r Recording) -> Result<Vec<Running<'r>>, Unrecorded> {
     let mut out = Vec::new();
     let Some(st) = &p.stacks else {
         return Ok(out);
@@ -122,11 +130,7 @@ fn in_progress<'r>(
             .rev()
             .find(|c| c.tid == t.tid && c.end_ns.is_none() && c.call == call);
         let Some(c) = running else {
-            return Err(format!(
-                "its thread {} is in {}, which the flight recorder did not record",
-                t.tid,
-                c_name(&call)
-            ));
+            return Err(Unrecorded { tid: t.tid, call });
         };
         let entry = outermost_entry(t).map_or(0, |(i, _)| i);
         out.push((t.tid, entry, call, c));

@@ -374,3 +374,23 @@ fn the_debug_librarys_receives_and_the_recorders_must_agree() {
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].starts_with("rank 0: the debug library lists posted receives on MPI_COMM_WORLD that mpiq's flight recorder does not hold (from rank 1, tag 9)"), "{notes:?}");
 }
+
+#[test]
+fn a_rank_in_a_call_the_recorder_did_not_record_keeps_its_stacks_alone() {
+    let mut s = irecv_cycle(3);
+    // Rank 1's MPI_Wait has no running record (a call it does not wrap).
+    if let Some(rec) = s.processes[1].recorder.as_mut() {
+        rec.calls.pop();
+    }
+    let a = analyze_samples(&s, Some(&s), Some(200));
+    assert_eq!(a.stacks_only, vec![1], "{a:#?}");
+    assert!(
+        a.notes.iter().any(|n| n.starts_with(
+            "rank 1: its thread 101 is in MPI_Wait, which the flight recorder did not record; its pending requests are not used"
+        )),
+        "{:#?}",
+        a.notes
+    );
+    // Rank 1 is known from its stacks alone: no cycle can go through it.
+    assert!(a.cycles.is_empty(), "{:?}", a.cycles);
+}
