@@ -590,3 +590,16 @@ pub fn assert_deadlock_ring(v: &Value, n: i64, what: &str) {
     }
     assert_eq!(a["unmatched"].as_array().map_or(0, Vec::len) as i64, n, "{what}: {a:#}");
 }
+
+/// Where rank `rank` is, in the words of an analysis's `where` list (`""` when it is not
+/// listed).
+pub fn where_text(analysis: &Value, rank: i64) -> String {
+    analysis["where"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|w| w["rank"] == rank)
+        .and_then(|w| w["text"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}

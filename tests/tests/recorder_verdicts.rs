@@ -15,6 +15,7 @@
 
 use std::time::{Duration, Instant};
 
+use mpiq_tests::expect::where_text;
 use mpiq_tests::frontends::{cli, queues, snapshot, FrontEnd};
 use mpiq_tests::{build_recorder, gdb, Example, Job, JobBuilder, Mpi, PyExample};
 use serde_json::Value;
@@ -171,16 +172,7 @@ fn transfer(mpi: Mpi) {
             verdict, "deadlock",
             "{what}: a transfer on its way called a deadlock: {a:#}"
         );
-        let at = |rank: i64| {
-            a["where"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|w| w["rank"] == rank)
-                .and_then(|w| w["text"].as_str())
-                .unwrap_or_default()
-                .to_string()
-        };
+        let at = |rank: i64| where_text(a, rank);
         if at(0).contains("MPI_Send") && at(1).contains("MPI_Recv") {
             caught += 1;
             assert_eq!(verdict, "no_deadlock", "{what}: the send and the receive match: {a:#}");

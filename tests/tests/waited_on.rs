@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+use mpiq_tests::expect::where_text;
 use mpiq_tests::frontends::cli as mpiq;
 use mpiq_tests::{gdb, Example, Job, Mpi};
 use serde_json::{json, Value};
@@ -297,16 +298,7 @@ fn transfer(mpi: Mpi) {
             verdict, "deadlock",
             "{what}: a transfer on its way called a deadlock: {a:#}"
         );
-        let at = |rank: i64| {
-            a["where"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|w| w["rank"] == rank)
-                .and_then(|w| w["text"].as_str())
-                .unwrap_or_default()
-                .to_string()
-        };
+        let at = |rank: i64| where_text(a, rank);
         if at(0).contains("MPI_Send") && at(1).contains("MPI_Recv") {
             caught += 1;
             eprintln!("{what}: both ranks in the transfer: {verdict}: {summary}");

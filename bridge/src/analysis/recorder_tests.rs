@@ -11,17 +11,10 @@ const LIBMPI: &str = "/usr/lib/x86_64-linux-gnu/libmpi.so.40";
 const APP: &str = "/opt/u/app";
 const WORLD: &str = "0x7f0000001000";
 
-/// A thread in MPI call `entry` (`PMPI_Wait`) called from `main` at `line`.
+/// A thread in MPI call `entry` (`PMPI_Wait`) of Debian's Open MPI, called
+/// from `main` at `line`.
 fn in_mpi(tid: u64, entry: &str, line: u32) -> ThreadStack {
-    ThreadStack {
-        tid,
-        frames: vec![
-            frame("opal_progress", LIBMPI, None),
-            frame(entry, LIBMPI, None),
-            frame("main", APP, Some(line)),
-        ],
-        ..ThreadStack::default()
-    }
+    in_mpi_of(LIBMPI, APP, tid, entry, line)
 }
 
 /// A thread computing in the application.

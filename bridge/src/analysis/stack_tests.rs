@@ -11,15 +11,7 @@ const APP: &str = "/opt/u/app";
 
 /// A thread in MPI call `entry` (`PMPI_Recv`) called from `main` at `line`.
 fn in_mpi(tid: u64, entry: &str, line: u32) -> ThreadStack {
-    ThreadStack {
-        tid,
-        frames: vec![
-            frame("opal_progress", LIBMPI, None),
-            frame(entry, LIBMPI, None),
-            frame("main", APP, Some(line)),
-        ],
-        ..ThreadStack::default()
-    }
+    in_mpi_of(LIBMPI, APP, tid, entry, line)
 }
 
 /// A thread outside MPI in libc function `f` (`pause`, `usleep`).

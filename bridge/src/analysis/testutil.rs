@@ -183,3 +183,17 @@ pub(crate) fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
         python: false,
     }
 }
+
+/// A thread of `app` in MPI call `entry` (`PMPI_Recv`) of `libmpi`, called
+/// from `main` at `line` (the library's progress engine innermost).
+pub(crate) fn in_mpi_of(libmpi: &str, app: &str, tid: u64, entry: &str, line: u32) -> ThreadStack {
+    ThreadStack {
+        tid,
+        frames: vec![
+            frame("opal_progress", libmpi, None),
+            frame(entry, libmpi, None),
+            frame("main", app, Some(line)),
+        ],
+        ..ThreadStack::default()
+    }
+}

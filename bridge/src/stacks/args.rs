@@ -153,6 +153,10 @@ fn read(target: &mut dyn Target, threads: &[ThreadStack], communicators: &[Commu
         let Some((entry, call)) = outermost_entry(t) else {
             continue;
         };
+        // The call's frame stays the outermost entry (the calling frames'
+        // digest starts there: the recorder's frame changes every call).
+        let outer = u32::try_from(entry).unwrap_or(u32::MAX);
+        let entry = beneath_recorder(t, entry);
         let mpi = match mpi {
             Some(m) => m,
             None => match Flavour::of(target) {
@@ -168,7 +172,8 @@ fn read(target: &mut dyn Target, threads: &[ThreadStack], communicators: &[Commu
             why: Vec::new(),
             interrupted: false,
         };
-        let mc = one.call(mpi, communicators);
+        let mut mc = one.call(mpi, communicators);
+        mc.frame = outer;
         let interrupted = one.interrupted;
         out.push(mc);
         if interrupted {
@@ -176,6 +181,25 @@ fn read(target: &mut dyn Target, threads: &[ThreadStack], communicators: &[Commu
         }
     }
     (out, false)
+}
+
+/// The entry point whose arguments to read: mpiq's flight recorder's
+/// `MPI_X` (built without debug information) passes them on to the MPI's
+/// `PMPI_X`, the next entry point inwards, whose are read instead.
+fn beneath_recorder(t: &ThreadStack, entry: usize) -> usize {
+    let recorder = |i: usize| {
+        t.frames[i]
+            .object
+            .as_deref()
+            .is_some_and(|o| o.rsplit('/').next().is_some_and(|f| f.starts_with("libmpiq_recorder")))
+    };
+    if !recorder(entry) {
+        return entry;
+    }
+    (0..entry)
+        .rev()
+        .find(|&i| entry_point(&t.frames[i]).is_some() && !recorder(i))
+        .unwrap_or(entry)
 }
 
 /// The reading of one thread's call.

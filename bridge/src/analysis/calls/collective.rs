@@ -182,6 +182,15 @@ fn absent(scene: &Scene<'_>, r: i64, call: &Call, on: &On<'_>, maybe: &mut BTree
         if m == r {
             continue;
         }
+        // Whether a member in a collective on it has this call's root.
+        let same_root = |there: &Call| {
+            let theirs = there
+                .args
+                .as_ref()
+                .and_then(|a| a.root)
+                .and_then(|l| translate(c, Some(l)));
+            root.is_none() || theirs.is_none() || root == theirs
+        };
         // The flight recorder's numbers: a member past this collective has
         // done its part in it; one before it has yet to come.
         let passed = |n: u64| seq.is_some_and(|s| n >= s);
@@ -192,12 +201,7 @@ fn absent(scene: &Scene<'_>, r: i64, call: &Call, on: &On<'_>, maybe: &mut BTree
                 if theirs > mine {
                     continue;
                 }
-                let their_root = there
-                    .args
-                    .as_ref()
-                    .and_then(|a| a.root)
-                    .and_then(|l| translate(c, Some(l)));
-                let same_root = root.is_none() || their_root.is_none() || root == their_root;
+                let same_root = same_root(there);
                 if theirs == mine && there.name == call.name && same_root {
                     continue;
                 }
@@ -211,12 +215,7 @@ fn absent(scene: &Scene<'_>, r: i64, call: &Call, on: &On<'_>, maybe: &mut BTree
                 })
             }
             Arrival::In(there) => {
-                let their_root = there
-                    .args
-                    .as_ref()
-                    .and_then(|a| a.root)
-                    .and_then(|l| translate(c, Some(l)));
-                let same_root = root.is_none() || their_root.is_none() || root == their_root;
+                let same_root = same_root(there);
                 if there.name == call.name && same_root {
                     continue; // arrived at the same collective
                 }
