@@ -249,17 +249,10 @@ static int requests_to_c(int n, const F *reqs)
  * MPI_Init this library did not see starts recording here). */
 static int records(struct next *n)
 {
-    if (mode(n) != RECORD || !ready() || !recording())
+    if (mode(n) != RECORD || !on() || !recording())
         return 0;
     conversions();
     return 1;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 /* The request the MPI gave at `req`, started by call `c`. */
@@ -329,7 +322,7 @@ static void waited(int tracked, const F *reqs, int done, const F *which)
  * would decide that the program never initialized it. */
 static void init_recorded(uint64_t start)
 {
-    if (!ready() || !recording())
+    if (!on() || !recording())
         return;
     struct call c = begin(MPIQ_CALL_INIT, NO_COMM, NONE, 0, NO_TYPE, P2P);
     if (c.r)

@@ -13,6 +13,15 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* Thread-local, at a fixed offset from the thread pointer: no call to
+ * __tls_get_addr on every MPI call. The library is preloaded or linked (it
+ * must come before the MPI to stand in for its MPI_ functions), so its
+ * variables are in the static TLS block. */
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
+/* MPI_THREAD_MULTIPLE, 3 in both ABIs. */
+#define THREAD_MULTIPLE 3
+
 #pragma GCC visibility push(hidden)
 
 /* A handle of either ABI: a pointer, or an int in the low 32 bits. */
@@ -26,6 +35,7 @@ typedef int64_t Count;
     X(Init, int, (int *, char ***))                                                \
     X(Init_thread, int, (int *, char ***, int, int *))                             \
     X(Finalize, int, (void))                                                       \
+    X(Query_thread, int, (int *))                                                  \
     X(Comm_rank, int, (H, int *))                                                  \
     X(Comm_size, int, (H, int *))                                                  \
     X(Comm_test_inter, int, (H, int *))                                            \
@@ -134,21 +144,83 @@ struct call {
 /* Whether MPI_<name> can be passed on: the MPI is found, and has
  * PMPI_<name> (a function newer than the MPI is left NULL by resolve(),
  * and only the calls to it fail; MPI_X_c, calls.c). */
-#define READY(name) (ready() && P_##name != NULL)
+#define READY(name) (on() && P_##name != NULL)
+
+/* What the MPI's handles and constants are (recorder.c's resolve()). */
+struct mpi {
+    int flavour;                 /* enum mpiq_recorder_flavour; 0 until known */
+    uint64_t mask;               /* the bits of a handle: the low 32 for MPICH's int */
+    size_t width;                /* bytes of a handle in an array */
+    H comm_world, comm_null, request_null, datatype_null;
+    /* Open MPI's one request shared by every call that completed at once
+     * (an MPI_Isend to MPI_PROC_NULL): never pending, however many hold it. */
+    H request_empty;
+    int any_source, proc_null, any_tag;
+    /* The MPI was started at MPI_THREAD_MULTIPLE (or could not say): calls
+     * may come from several threads at once. */
+    int concurrent;
+};
+extern struct mpi M;
+
+/* 1 once the MPI is known and started: calls are recorded. */
+extern int armed;
+
+/* A handle as the program passed it: an MPICH int without the high half a
+ * register may carry. */
+static inline uint64_t value(H h)
+{
+    return (uint64_t)h & M.mask;
+}
+
+/* The handle at `p` (an out parameter or an array element). */
+static inline uint64_t load(const void *p, size_t i)
+{
+    if (M.width == sizeof(int))
+        return ((const uint32_t *)p)[i];
+    return ((const uint64_t *)p)[i];
+}
+
+static inline int32_t peer_of(int rank)
+{
+    if (rank == M.any_source)
+        return MPIQ_PEER_ANY_SOURCE;
+    if (rank == M.proc_null)
+        return MPIQ_PEER_PROC_NULL;
+    return rank;
+}
+
+static inline int32_t tag_of(int tag)
+{
+    return tag == M.any_tag ? MPIQ_TAG_ANY : tag;
+}
+
+uint64_t now_ns(void);
+
+/* The end of call `c`: unless the ring went round meanwhile and the record
+ * is another's. */
+static inline void end(struct call c)
+{
+    if (c.r && __atomic_load_n(&c.r->seq, __ATOMIC_ACQUIRE) == c.seq)
+        __atomic_store_n(&c.r->end_ns, now_ns(), __ATOMIC_RELEASE);
+}
+
+int ready(void);
+
+/* Whether calls can be passed on (ready()), at the cost of one load once
+ * the MPI is up. */
+static inline int on(void)
+{
+    return __builtin_expect(__atomic_load_n(&armed, __ATOMIC_ACQUIRE), 1) || ready();
+}
 
 /* completed(): every request given completed, or the `done` listed. */
 #define ALL_DONE (-1)
 
-int ready(void);
 int recording(void);
-uint64_t load(const void *p, size_t i);
-int32_t peer_of(int rank);
-int32_t tag_of(int tag);
 int status_source_tag(const void *status, int *source, int *tag);
 struct call begin(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective);
 struct call begin_wait(int what, int n, const void *reqs, int *tracked);
 struct call begin_start(int what, int n, const void *reqs);
-void end(struct call c);
 void pending_add(struct call c, const void *out);
 void persistent_add(struct call c, const void *out);
 void pending_done(uint64_t h);

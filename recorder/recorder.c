@@ -29,6 +29,7 @@
 #include <link.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -75,16 +76,17 @@ __attribute__((constructor)) static void header(void)
 
 /* ---- the MPI underneath ----------------------------------------------- */
 
-/* What the MPI's handles and constants are. */
-static struct {
-    int flavour;                 /* enum mpiq_recorder_flavour; 0 until known */
-    size_t width;                /* bytes of a handle in an array */
-    H comm_world, comm_null, request_null, datatype_null;
-    /* Open MPI's one request shared by every call that completed at once
-     * (an MPI_Isend to MPI_PROC_NULL): never pending, however many hold it. */
-    H request_empty;
-    int any_source, proc_null, any_tag;
-} M;
+/* The clock of the records: CLOCK_MONOTONIC_COARSE, the time of the
+ * kernel's last tick (1 to 10 ms old), read from the vDSO's page without
+ * reading the hardware's clock: about 9 ns where CLOCK_MONOTONIC takes 42
+ * (docs/PERFORMANCE.md), twice a call. A hang is seconds long and the
+ * order of calls is their `seq`; MPIQ_RECORDER_CLOCK=precise takes
+ * CLOCK_MONOTONIC for calls timed to the nanosecond. Both count from the
+ * same origin. */
+static clockid_t clock_id = CLOCK_MONOTONIC_COARSE;
+
+struct mpi M;
+int armed;
 
 #define DECLARE(name, ret, params) ret(*P_##name) params;
 PMPI_FUNCTIONS(DECLARE)
@@ -131,11 +133,15 @@ static int resolve(void)
     static int done;
     if (__atomic_load_n(&done, __ATOMIC_ACQUIRE))
         return P_Init != NULL;
+    const char *clock = getenv("MPIQ_RECORDER_CLOCK");
+    if (clock && strcmp(clock, "precise") == 0)
+        clock_id = CLOCK_MONOTONIC;
 #define RESOLVE(name, ret, params) P_##name = (ret(*) params)sym("PMPI_" #name);
     PMPI_FUNCTIONS(RESOLVE)
     void *world = sym("ompi_mpi_comm_world");
     if (world) {
         M.flavour = MPIQ_FLAVOUR_OPEN_MPI;
+        M.mask = UINT64_MAX;
         M.width = sizeof(void *);
         M.comm_world = (H)world;
         M.comm_null = (H)sym("ompi_mpi_comm_null");
@@ -147,6 +153,7 @@ static int resolve(void)
         M.any_tag = -1;
     } else if (sym("MPIR_Err_create_code")) {
         M.flavour = MPIQ_FLAVOUR_MPICH;
+        M.mask = UINT32_MAX;
         M.width = sizeof(int);
         M.comm_world = 0x44000000;
         M.comm_null = 0x04000000;
@@ -164,52 +171,24 @@ static int resolve(void)
 /* Whether to record: the MPI is known and started. */
 int recording(void)
 {
-    return __atomic_load_n(&R.h.initialized, __ATOMIC_ACQUIRE) && M.flavour != 0;
+    return __atomic_load_n(&armed, __ATOMIC_ACQUIRE);
 }
 
-/* A handle as the program passed it: an MPICH int without the high half a
- * register may carry. */
-static uint64_t value(H h)
-{
-    return M.flavour == MPIQ_FLAVOUR_MPICH ? (uint64_t)(uint32_t)h : (uint64_t)h;
-}
 
-/* The handle at `p` (an out parameter or an array element). */
-uint64_t load(const void *p, size_t i)
-{
-    if (M.width == sizeof(int))
-        return ((const uint32_t *)p)[i];
-    return ((const uint64_t *)p)[i];
-}
-
-static uint64_t now_ns(void)
+uint64_t now_ns(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(clock_id, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static __thread uint32_t thread_id;
+static TLS uint32_t thread_id;
 
 static uint32_t tid(void)
 {
     if (thread_id == 0)
         thread_id = (uint32_t)syscall(SYS_gettid);
     return thread_id;
-}
-
-int32_t peer_of(int rank)
-{
-    if (rank == M.any_source)
-        return MPIQ_PEER_ANY_SOURCE;
-    if (rank == M.proc_null)
-        return MPIQ_PEER_PROC_NULL;
-    return rank;
-}
-
-int32_t tag_of(int tag)
-{
-    return tag == M.any_tag ? MPIQ_TAG_ANY : tag;
 }
 
 /* MPI_SOURCE and MPI_TAG of a status the MPI filled in: Open MPI's status
@@ -228,8 +207,16 @@ int status_source_tag(const void *status, int *source, int *tag)
 
 static int32_t size_of(H type)
 {
+    uint64_t h = value(type);
+    if (h == value(M.datatype_null))
+        return -1;
+    /* MPICH's predefined datatypes carry their size in the handle: kind
+     * builtin (01 in bits 31-30), object datatype (0011 in bits 29-26),
+     * the size in bits 15-8 (mpir_objects.h, MPIR_Datatype_get_basic_size). */
+    if (M.flavour == MPIQ_FLAVOUR_MPICH && (h & 0xfc000000u) == 0x4c000000u)
+        return (int32_t)((h >> 8) & 0xffu);
     int size = -1;
-    if (value(type) == value(M.datatype_null) || P_Type_size(type, &size) != 0)
+    if (P_Type_size(type, &size) != 0)
         return -1;
     return size;
 }
@@ -277,9 +264,32 @@ static int32_t world_map(H c, int size)
 
 /* The record of communicator `c`, made on first sight; NULL when the table
  * is full. */
-struct mpiq_recorder_comm *comm_entry(H c)
+static struct mpiq_recorder_comm *comm_slow(uint64_t h, H c);
+
+/* The communicator the thread's last call was on: most calls are on the
+ * one before's. */
+static TLS struct mpiq_recorder_comm *last_comm;
+
+static inline __attribute__((always_inline)) struct mpiq_recorder_comm *comm_fast(H c)
 {
     uint64_t h = value(c);
+    struct mpiq_recorder_comm *e = last_comm;
+    if (e && e->handle == h && __atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == 2 && e->handle == h)
+        return e;
+    e = comm_slow(h, c);
+    if (e)
+        last_comm = e;
+    return e;
+}
+
+struct mpiq_recorder_comm *comm_entry(H c)
+{
+    return comm_fast(c);
+}
+
+/* comm_entry() without the last one's shortcut. */
+static __attribute__((noinline)) struct mpiq_recorder_comm *comm_slow(uint64_t h, H c)
+{
     if (h == value(M.comm_null))
         return NULL;
     uint32_t s = comm_slot(h);
@@ -330,13 +340,26 @@ void comm_forget(uint64_t h)
 
 /* ---- call records ----------------------------------------------------- */
 
+/* Counter `*n` up by one; its value before. An atomic read-modify-write
+ * (a locked instruction, some 9 ns) only where threads may call MPI at
+ * once: at MPI_THREAD_SERIALIZED and below, the program orders its MPI
+ * calls itself, and what orders them orders these counts too. */
+static inline uint64_t count_up(uint64_t *n)
+{
+    if (M.concurrent)
+        return __atomic_fetch_add(n, 1, __ATOMIC_RELAXED);
+    uint64_t v = __atomic_load_n(n, __ATOMIC_RELAXED);
+    __atomic_store_n(n, v + 1, __ATOMIC_RELAXED);
+    return v;
+}
+
 /* A record claimed and written, not yet published: begin() publishes it at
  * once, the wait calls once they have counted their requests. */
-static struct call claim(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective)
+static inline __attribute__((always_inline)) struct call claim(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective)
 {
     if (!recording())
         return (struct call){NULL, 0};
-    uint64_t i = __atomic_fetch_add(&R.h.calls_started, 1, __ATOMIC_RELAXED);
+    uint64_t i = count_up(&R.h.calls_started);
     struct mpiq_recorder_call_record *r = &R.calls[i % MPIQ_RECORDER_CALLS];
     __atomic_store_n(&r->seq, 0, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -356,9 +379,9 @@ static struct call claim(int what, H comm, int32_t peer, int32_t tag, int64_t co
     r->requests_active = 0;
     r->requests_known = 0;
     if (comm != NO_COMM) {
-        struct mpiq_recorder_comm *c = comm_entry(comm);
+        struct mpiq_recorder_comm *c = comm_fast(comm);
         if (c && collective)
-            r->coll_seq = __atomic_add_fetch(&c->collectives, 1, __ATOMIC_RELAXED);
+            r->coll_seq = count_up(&c->collectives) + 1;
     }
     return (struct call){r, i + 1};
 }
@@ -376,12 +399,6 @@ struct call begin(int what, H comm, int32_t peer, int32_t tag, int64_t count, H 
     return c;
 }
 
-void end(struct call c)
-{
-    /* Unless the ring went round meanwhile and the record is another's. */
-    if (c.r && __atomic_load_n(&c.r->seq, __ATOMIC_ACQUIRE) == c.seq)
-        __atomic_store_n(&c.r->end_ns, now_ns(), __ATOMIC_RELEASE);
-}
 
 /* ---- pending requests ------------------------------------------------- */
 
@@ -522,8 +539,8 @@ void activate(struct call c, int n, const void *reqs)
 #define TRACKED 1024
 #define NO_SLOT UINT16_MAX
 _Static_assert(MPIQ_RECORDER_PENDING <= NO_SLOT, "a slot's index fits in 16 bits");
-static __thread uint64_t before[TRACKED];
-static __thread uint16_t slot_of[TRACKED];
+static TLS uint64_t before[TRACKED];
+static TLS uint16_t slot_of[TRACKED];
 
 /* Looks each request given to call `c` up, once: the call's counts, and
  * `waited_by` of each pending one. Before `c` is published, so that its
@@ -626,7 +643,10 @@ static void started(void)
 {
     if (M.flavour == 0)
         return;
-    int rank = -1, size = 0;
+    int rank = -1, size = 0, level = THREAD_MULTIPLE;
+    if (P_Query_thread)
+        P_Query_thread(&level);
+    M.concurrent = level >= THREAD_MULTIPLE;
     P_Comm_rank(M.comm_world, &rank);
     P_Comm_size(M.comm_world, &size);
     R.h.world_rank = rank;
@@ -634,6 +654,7 @@ static void started(void)
     R.h.comm_world = value(M.comm_world);
     R.h.request_null = value(M.request_null);
     __atomic_store_n(&R.h.initialized, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&armed, 1, __ATOMIC_RELEASE);
     comm_entry(M.comm_world);
 }
 
