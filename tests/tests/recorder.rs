@@ -65,6 +65,22 @@ fn check_rank(what: &str, p: &Value, r: i64, n: i64, abi: &str) {
     assert_eq!(rec["torn"].as_u64().unwrap_or(0), 0, "{what}");
 }
 
+/// `mpiq job --json` of a live job of `n` ranks that ran the deadlock example: every rank's
+/// recorder checked ([`check_rank`]); the processes.
+fn check_live(what: &str, job: &Job, n: usize, abi: &str) -> Vec<Value> {
+    let r = cli(&["job", "--starter", &job.starter_pid().to_string(), "--json"]);
+    let v = r.json_exact();
+    let procs = v["processes"].as_array().expect("processes").clone();
+    assert_eq!(procs.len(), n, "{what}: {}", r.all());
+    for p in &procs {
+        let rank = p["world_rank"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{what}: no rank: {p:#}"));
+        check_rank(&format!("{what}, live"), p, rank, n as i64, abi);
+    }
+    procs
+}
+
 fn recorded_deadlock(mpi: Mpi, abi: &str) {
     gdb::require_ptrace();
     let lib = build_recorder();
@@ -73,16 +89,7 @@ fn recorded_deadlock(mpi: Mpi, abi: &str) {
         .nprocs(n)
         .env("LD_PRELOAD", lib.as_os_str())
         .start();
-    let r = cli(&["job", "--starter", &job.starter_pid().to_string(), "--json"]);
-    let v = r.json_exact();
-    let procs = v["processes"].as_array().expect("processes");
-    assert_eq!(procs.len(), n, "{mpi}: {}", r.all());
-    for p in procs {
-        let rank = p["world_rank"]
-            .as_i64()
-            .unwrap_or_else(|| panic!("{mpi}: no rank: {p:#}"));
-        check_rank(&format!("{mpi}, live"), p, rank, n as i64, abi);
-    }
+    check_live(&mpi.to_string(), &job, n, abi);
 
     let dir = std::env::temp_dir().join(format!("mpiq-recorder-core-{mpi}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -168,14 +175,7 @@ fn a_recorded_fortran_deadlock_under_debians_open_mpi() {
         .nprocs(n)
         .env("LD_PRELOAD", lib.as_os_str())
         .start();
-    let r = cli(&["job", "--starter", &job.starter_pid().to_string(), "--json"]);
-    let v = r.json_exact();
-    let procs = v["processes"].as_array().expect("processes");
-    assert_eq!(procs.len(), n, "{}", r.all());
-    for p in procs {
-        let rank = p["world_rank"].as_i64().unwrap_or_else(|| panic!("no rank: {p:#}"));
-        check_rank("Fortran, live", p, rank, n as i64, "open_mpi");
-    }
+    let procs = check_live("Fortran", &job, n, "open_mpi");
     let one = procs.iter().find(|p| p["world_rank"] == 1).expect("rank 1");
     let rec = &one["recorder"];
     let names: Vec<&str> = rec["calls"]

@@ -53,6 +53,17 @@ fn recorded(b: JobBuilder) -> JobBuilder {
     b.env("LD_PRELOAD", build_recorder().as_os_str())
 }
 
+/// The strings of an analysis's list `key` (`notes`), or of each entry's `field` (the
+/// `edges`' `words`).
+fn texts<'v>(a: &'v Value, key: &str, field: Option<&str>) -> Vec<&'v str> {
+    a[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| field.map_or(e, |f| &e[f]).as_str())
+        .collect()
+}
+
 /// The edges (from, to, tag), sorted.
 fn edges(a: &Value) -> Vec<(i64, i64, Option<i64>)> {
     let mut e: Vec<(i64, i64, Option<i64>)> = a["edges"]
@@ -117,24 +128,14 @@ fn collective_skip(mpi: Mpi) {
     let what = format!("collective_skip under {mpi} with the recorder");
     assert_eq!(a["verdict"], "deadlock", "{what}: {a:#}");
     assert_eq!(a["cycles"], serde_json::json!([[0, 3]]), "{what}: {a:#}");
-    let notes: Vec<&str> = a["notes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let notes = texts(a, "notes", None);
     assert!(
         notes.iter().any(|n| n.contains(
             "collectives on MPI_COMM_WORLD (mpiq's flight recorder): ranks 0-2 are in #42 (MPI_Allreduce); rank 3 is in none (it has begun 41)"
         )),
         "{what}: {notes:#?}"
     );
-    let words: Vec<&str> = a["edges"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e["words"].as_str())
-        .collect();
+    let words = texts(a, "edges", Some("words"));
     assert!(
         words.iter().any(|w| w.contains("is in MPI_Allreduce #42 on MPI_COMM_WORLD and waits for rank 3, which is not in it (it has begun 41 collectives on it)")),
         "{what}: {words:#?}"
@@ -217,12 +218,7 @@ fn same_answer(mpi: Mpi, example: Example, n: usize) {
         let job = if with { recorded(b) } else { b }.start();
         let a = settled_json(&job)["analysis"].clone();
         // The debug library's receives and the recorder's agree.
-        let notes: Vec<&str> = a["notes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
+        let notes = texts(&a, "notes", None);
         assert!(
             !notes.iter().any(|n| n.contains("flight recorder does not hold")),
             "{example} under {mpi}: {notes:#?}"

@@ -44,7 +44,11 @@ pub(crate) fn queue_error(p: &ProcessSnapshot) -> Option<&String> {
 pub(crate) fn apply(snap: &mut Snapshot) -> Vec<String> {
     let mut notes = Vec::new();
     for p in &mut snap.processes {
-        if p.queues_missing.is_none() || !p.communicators.is_empty() {
+        if p.queues_missing.is_none() {
+            complete(p);
+            continue;
+        }
+        if !p.communicators.is_empty() {
             continue;
         }
         let Some(rec) = p.recorder.as_ref() else {
@@ -97,6 +101,85 @@ pub(crate) fn apply(snap: &mut Snapshot) -> Vec<String> {
         );
     }
     notes
+}
+
+/// A process whose debug library gives its queues: a call whose frames did
+/// not give its communicator, peer or tag (the thread stopped in the
+/// recorder's own code around the MPI's, or where the compiler kept no
+/// argument) gets them from the recorder's record of it, the communicator
+/// only where exactly one of the library's is the recorder's: its
+/// MPI_COMM_WORLD, or the one with the same size, rank and members.
+fn complete(p: &mut ProcessSnapshot) {
+    let (Some(rec), Some(st)) = (p.recorder.as_ref(), p.stacks.as_mut()) else {
+        return;
+    };
+    if !rec.initialized {
+        return;
+    }
+    for m in &mut st.calls {
+        if m.communicator.is_some() && (m.peer.is_some() || m.any_source) && (m.tag.is_some() || m.any_tag) {
+            continue;
+        }
+        let Some(c) = rec
+            .calls
+            .iter()
+            .rev()
+            .find(|c| c.tid == m.tid && c.end_ns.is_none() && c.call == m.call)
+        else {
+            continue;
+        };
+        let Some(k) = c
+            .args
+            .comm
+            .as_ref()
+            .and_then(|h| rec.comms.iter().find(|k| &k.handle == h))
+        else {
+            continue;
+        };
+        let members = if k.world {
+            Some((0..k.size).collect::<Vec<i64>>())
+        } else {
+            k.world_ranks.clone()
+        };
+        let same = |q: &Communicator| {
+            q.size == Some(k.size)
+                && q.local_rank == Some(k.rank)
+                && (if k.world {
+                    q.name == "MPI_COMM_WORLD"
+                } else {
+                    members.as_ref().is_some_and(|w| {
+                        q.world_ranks
+                            .as_ref()
+                            .is_some_and(|g| g.iter().copied().eq(w.iter().map(|&r| Some(r))))
+                    })
+                })
+        };
+        let mut matching = p.communicators.iter().filter(|q| same(q));
+        let (Some(q), None) = (matching.next(), matching.next()) else {
+            continue;
+        };
+        let mut gave = false;
+        if m.communicator.is_none() {
+            m.communicator = Some(q.id.clone());
+            gave = true;
+        }
+        if !matches!(classify(&c.call), CallClass::Collective { .. } | CallClass::Wait { .. }) {
+            if m.peer.is_none() && !m.any_source && (c.args.peer.is_some() || c.args.any_source) {
+                m.peer = c.args.peer;
+                m.any_source = c.args.any_source;
+                gave = true;
+            }
+            if m.tag.is_none() && !m.any_tag && (c.args.tag.is_some() || c.args.any_tag) {
+                m.tag = c.args.tag;
+                m.any_tag = c.args.any_tag;
+                gave = true;
+            }
+        }
+        if gave {
+            m.recorded = true;
+            m.why = None;
+        }
+    }
 }
 
 /// A thread in a blocking MPI call the recorder has no running record of.
@@ -192,11 +275,7 @@ fn communicators(rec: &Recording) -> Vec<Communicator> {
             }
             Communicator {
                 id: c.handle.clone(),
-                name: if c.world {
-                    "MPI_COMM_WORLD".into()
-                } else {
-                    format!("comm {}", c.handle)
-                },
+                name: c.name(),
                 size: Some(c.size),
                 local_rank: Some(c.rank),
                 world_ranks: members.map(|m| m.into_iter().map(Some).collect::<Group>()),
@@ -342,11 +421,7 @@ pub(crate) fn collective_notes(snap: &Snapshot) -> Vec<String> {
             if keyed.iter().filter(|(other, _)| other == key).count() > 1 {
                 continue;
             }
-            let name = if k.world {
-                "MPI_COMM_WORLD".to_string()
-            } else {
-                format!("comm {}", k.handle)
-            };
+            let name = k.name();
             let entry = by
                 .entry(key.clone())
                 .or_insert_with(|| (name, BTreeMap::new(), BTreeMap::new()));

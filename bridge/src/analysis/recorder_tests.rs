@@ -387,3 +387,45 @@ fn a_rank_in_a_call_the_recorder_did_not_record_keeps_its_stacks_alone() {
     // Rank 1 is known from its stacks alone: no cycle can go through it.
     assert!(a.cycles.is_empty(), "{:?}", a.cycles);
 }
+
+#[test]
+fn a_call_whose_frames_lost_its_communicator_gets_it_from_the_recorder() {
+    // Rank 0 with its MPI's queues (MPI_COMM_WORLD has the library's id
+    // "0"), stopped in the recorder's own code around MPI_Iprobe: the
+    // frames gave no communicator, peer or tag; its record has them.
+    let s = irecv_cycle(2);
+    let mut p = s.processes[0].clone();
+    p.queues_missing = None;
+    p.error = None;
+    p.communicators = vec![world(2, 0).id("0")];
+    let probe = RecordedArgs {
+        any_source: true,
+        ..on_world(None, Some(32000))
+    };
+    if let Some(rec) = p.recorder.as_mut() {
+        rec.calls = vec![call(7, 100, "iprobe", probe, true)];
+    }
+    if let Some(st) = p.stacks.as_mut() {
+        st.calls[0].call = "iprobe".into();
+    }
+    let mut one = snapshot(vec![p.clone()]);
+    recorded::apply(&mut one);
+    let m = &one.processes[0].stacks.as_ref().unwrap().calls[0];
+    assert_eq!(
+        (
+            m.communicator.as_deref(),
+            m.any_source,
+            m.tag,
+            m.recorded,
+            m.why.as_deref()
+        ),
+        (Some("0"), true, Some(32000), true, None),
+        "{m:#?}"
+    );
+    // Two of the library's communicators the recorder's could be: none.
+    p.communicators.push(world(2, 0).id("1"));
+    let mut two = snapshot(vec![p]);
+    recorded::apply(&mut two);
+    let m = &two.processes[0].stacks.as_ref().unwrap().calls[0];
+    assert_eq!(m.communicator, None, "{m:#?}");
+}

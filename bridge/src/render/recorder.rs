@@ -18,8 +18,8 @@ const MOST_GROUPS: usize = 8;
 /// The name of a communicator handle, as the recorder's table says it.
 fn comm_name(rec: &Recording, handle: &str) -> String {
     match rec.comms.iter().find(|k| k.handle == handle) {
-        Some(k) if k.world => "MPI_COMM_WORLD".into(),
-        _ => format!("comm {handle}"),
+        Some(k) => k.name(),
+        None => format!("comm {handle}"),
     }
 }
 
