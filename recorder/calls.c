@@ -24,7 +24,7 @@ static int fits(int64_t n)
 #define BLOCKING_SEND(NAME, ID, COUNT, INT)                                                \
     EXPORT int MPI_##NAME(const void *buf, COUNT count, H type, int dest, int tag, H comm) \
     {                                                                                      \
-        if (!on() || (!P_##NAME && !P_##INT))                                           \
+        if (!on() || (!P_##NAME && !P_##INT))                                              \
             return NO_MPI;                                                                 \
         if (!P_##NAME && !fits(count))                                                     \
             return MPI_ERR_COUNT;                                                          \
@@ -46,7 +46,7 @@ BLOCKING_SEND(Rsend_c, MPIQ_CALL_RSEND, Count, Rsend)
 #define NONBLOCKING_SEND(NAME, ID, COUNT, INT)                                                        \
     EXPORT int MPI_##NAME(const void *buf, COUNT count, H type, int dest, int tag, H comm, void *req) \
     {                                                                                                 \
-        if (!on() || (!P_##NAME && !P_##INT))                                                      \
+        if (!on() || (!P_##NAME && !P_##INT))                                                         \
             return NO_MPI;                                                                            \
         if (!P_##NAME && !fits(count))                                                                \
             return MPI_ERR_COUNT;                                                                     \
@@ -70,7 +70,7 @@ NONBLOCKING_SEND(Irsend_c, MPIQ_CALL_IRSEND, Count, Irsend)
 #define RECV(NAME, COUNT, INT)                                                                       \
     EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int source, int tag, H comm, void *status) \
     {                                                                                                \
-        if (!on() || (!P_##NAME && !P_##INT))                                                     \
+        if (!on() || (!P_##NAME && !P_##INT))                                                        \
             return NO_MPI;                                                                           \
         if (!P_##NAME && !fits(count))                                                               \
             return MPI_ERR_COUNT;                                                                    \
@@ -86,7 +86,7 @@ RECV(Recv_c, Count, Recv)
 #define IRECV(NAME, COUNT, INT)                                                                       \
     EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int source, int tag, H comm, void *req)     \
     {                                                                                                 \
-        if (!on() || (!P_##NAME && !P_##INT))                                                      \
+        if (!on() || (!P_##NAME && !P_##INT))                                                         \
             return NO_MPI;                                                                            \
         if (!P_##NAME && !fits(count))                                                                \
             return MPI_ERR_COUNT;                                                                     \
@@ -106,7 +106,7 @@ IRECV(Irecv_c, Count, Irecv)
                           void *recvbuf, COUNT recvcount, H recvtype, int source, int recvtag, H comm,         \
                           void *status)                                                                        \
     {                                                                                                          \
-        if (!on() || (!P_##NAME && !P_##INT))                                                               \
+        if (!on() || (!P_##NAME && !P_##INT))                                                                  \
             return NO_MPI;                                                                                     \
         if (!P_##NAME && (!fits(sendcount) || !fits(recvcount)))                                               \
             return MPI_ERR_COUNT;                                                                              \
@@ -148,7 +148,7 @@ EXPORT int MPI_Iprobe(int source, int tag, H comm, int *flag, void *status)
     EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int dest, int sendtag, int source, int recvtag,  \
                           H comm, void *status)                                                            \
     {                                                                                                      \
-        if (!on() || (!P_##NAME && !P_##INT))                                                           \
+        if (!on() || (!P_##NAME && !P_##INT))                                                              \
             return NO_MPI;                                                                                 \
         if (!P_##NAME && !fits(count))                                                                     \
             return MPI_ERR_COUNT;                                                                          \
@@ -246,7 +246,7 @@ EXPORT int MPI_Improbe(int source, int tag, H comm, int *flag, void *message, vo
 #define MRECV(NAME, COUNT, INT)                                                                \
     EXPORT int MPI_##NAME(void *buf, COUNT count, H type, void *message, void *status)         \
     {                                                                                          \
-        if (!on() || (!P_##NAME && !P_##INT))                                               \
+        if (!on() || (!P_##NAME && !P_##INT))                                                  \
             return NO_MPI;                                                                     \
         if (!P_##NAME && !fits(count))                                                         \
             return MPI_ERR_COUNT;                                                              \
@@ -264,7 +264,7 @@ MRECV(Mrecv_c, Count, Mrecv)
 #define IMRECV(NAME, COUNT, INT)                                                                \
     EXPORT int MPI_##NAME(void *buf, COUNT count, H type, void *message, void *req)             \
     {                                                                                           \
-        if (!on() || (!P_##NAME && !P_##INT))                                                \
+        if (!on() || (!P_##NAME && !P_##INT))                                                   \
             return NO_MPI;                                                                      \
         if (!P_##NAME && !fits(count))                                                          \
             return MPI_ERR_COUNT;                                                               \
@@ -286,7 +286,7 @@ IMRECV(Imrecv_c, Count, Imrecv)
 #define SEND_INIT(NAME, ID, COUNT, INT)                                                               \
     EXPORT int MPI_##NAME(const void *buf, COUNT count, H type, int dest, int tag, H comm, void *req) \
     {                                                                                                 \
-        if (!on() || (!P_##NAME && !P_##INT))                                                      \
+        if (!on() || (!P_##NAME && !P_##INT))                                                         \
             return NO_MPI;                                                                            \
         if (!P_##NAME && !fits(count))                                                                \
             return MPI_ERR_COUNT;                                                                     \
@@ -310,7 +310,7 @@ SEND_INIT(Rsend_init_c, MPIQ_CALL_RSEND_INIT, Count, Rsend_init)
 #define RECV_INIT(NAME, COUNT, INT)                                                                       \
     EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int source, int tag, H comm, void *req)         \
     {                                                                                                     \
-        if (!on() || (!P_##NAME && !P_##INT))                                                          \
+        if (!on() || (!P_##NAME && !P_##INT))                                                             \
             return NO_MPI;                                                                                \
         if (!P_##NAME && !fits(count))                                                                    \
             return MPI_ERR_COUNT;                                                                         \
@@ -431,7 +431,7 @@ EXPORT int MPI_Barrier(H comm)
 #define BCAST(NAME, COUNT, INT)                                                                     \
     EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int root, H comm)                         \
     {                                                                                               \
-        if (!on() || (!P_##NAME && !P_##INT))                                                    \
+        if (!on() || (!P_##NAME && !P_##INT))                                                       \
             return NO_MPI;                                                                          \
         if (!P_##NAME && !fits(count))                                                              \
             return MPI_ERR_COUNT;                                                                   \
@@ -447,7 +447,7 @@ BCAST(Bcast_c, Count, Bcast)
 #define REDUCE(NAME, COUNT, INT)                                                                           \
     EXPORT int MPI_##NAME(const void *sendbuf, void *recvbuf, COUNT count, H type, H op, int root, H comm) \
     {                                                                                                      \
-        if (!on() || (!P_##NAME && !P_##INT))                                                           \
+        if (!on() || (!P_##NAME && !P_##INT))                                                              \
             return NO_MPI;                                                                                 \
         if (!P_##NAME && !fits(count))                                                                     \
             return MPI_ERR_COUNT;                                                                          \
@@ -463,7 +463,7 @@ REDUCE(Reduce_c, Count, Reduce)
 #define ALLREDUCE(NAME, COUNT, INT)                                                              \
     EXPORT int MPI_##NAME(const void *sendbuf, void *recvbuf, COUNT count, H type, H op, H comm) \
     {                                                                                            \
-        if (!on() || (!P_##NAME && !P_##INT))                                                 \
+        if (!on() || (!P_##NAME && !P_##INT))                                                    \
             return NO_MPI;                                                                       \
         if (!P_##NAME && !fits(count))                                                           \
             return MPI_ERR_COUNT;                                                                \
@@ -480,7 +480,7 @@ ALLREDUCE(Allreduce_c, Count, Allreduce)
     EXPORT int MPI_##NAME(const void *sendbuf, COUNT sendcount, H sendtype, void *recvbuf, COUNT recvcount,  \
                           H recvtype, int root, H comm)                                                      \
     {                                                                                                        \
-        if (!on() || (!P_##NAME && !P_##INT))                                                             \
+        if (!on() || (!P_##NAME && !P_##INT))                                                                \
             return NO_MPI;                                                                                   \
         if (!P_##NAME && (!fits(sendcount) || !fits(recvcount)))                                             \
             return MPI_ERR_COUNT;                                                                            \
@@ -497,7 +497,7 @@ GATHER(Gather_c, Count, Gather)
     EXPORT int MPI_##NAME(const void *sendbuf, COUNT sendcount, H sendtype, void *recvbuf, COUNT recvcount, \
                           H recvtype, H comm)                                                               \
     {                                                                                                       \
-        if (!on() || (!P_##NAME && !P_##INT))                                                            \
+        if (!on() || (!P_##NAME && !P_##INT))                                                               \
             return NO_MPI;                                                                                  \
         if (!P_##NAME && (!fits(sendcount) || !fits(recvcount)))                                            \
             return MPI_ERR_COUNT;                                                                           \
@@ -514,7 +514,7 @@ ALLGATHER(Allgather_c, Count, Allgather)
     EXPORT int MPI_##NAME(const void *sendbuf, COUNT sendcount, H sendtype, void *recvbuf, COUNT recvcount,   \
                           H recvtype, int root, H comm)                                                       \
     {                                                                                                         \
-        if (!on() || (!P_##NAME && !P_##INT))                                                              \
+        if (!on() || (!P_##NAME && !P_##INT))                                                                 \
             return NO_MPI;                                                                                    \
         if (!P_##NAME && (!fits(sendcount) || !fits(recvcount)))                                              \
             return MPI_ERR_COUNT;                                                                             \
@@ -531,7 +531,7 @@ SCATTER(Scatter_c, Count, Scatter)
     EXPORT int MPI_##NAME(const void *sendbuf, COUNT sendcount, H sendtype, void *recvbuf, COUNT recvcount, \
                           H recvtype, H comm)                                                               \
     {                                                                                                       \
-        if (!on() || (!P_##NAME && !P_##INT))                                                            \
+        if (!on() || (!P_##NAME && !P_##INT))                                                               \
             return NO_MPI;                                                                                  \
         if (!P_##NAME && (!fits(sendcount) || !fits(recvcount)))                                            \
             return MPI_ERR_COUNT;                                                                           \
@@ -559,7 +559,7 @@ EXPORT int MPI_Ibarrier(H comm, void *req)
 #define IBCAST(NAME, COUNT, INT)                                                                     \
     EXPORT int MPI_##NAME(void *buf, COUNT count, H type, int root, H comm, void *req)               \
     {                                                                                                \
-        if (!on() || (!P_##NAME && !P_##INT))                                                     \
+        if (!on() || (!P_##NAME && !P_##INT))                                                        \
             return NO_MPI;                                                                           \
         if (!P_##NAME && !fits(count))                                                               \
             return MPI_ERR_COUNT;                                                                    \
@@ -577,7 +577,7 @@ IBCAST(Ibcast_c, Count, Ibcast)
 #define IALLREDUCE(NAME, COUNT, INT)                                                                        \
     EXPORT int MPI_##NAME(const void *sendbuf, void *recvbuf, COUNT count, H type, H op, H comm, void *req) \
     {                                                                                                       \
-        if (!on() || (!P_##NAME && !P_##INT))                                                            \
+        if (!on() || (!P_##NAME && !P_##INT))                                                               \
             return NO_MPI;                                                                                  \
         if (!P_##NAME && !fits(count))                                                                      \
             return MPI_ERR_COUNT;                                                                           \

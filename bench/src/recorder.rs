@@ -28,6 +28,11 @@
 //!    machine does). Valgrind runs `clock_gettime` as a system call, not in
 //!    the vDSO, so the two clock reads of a recorded call count a few
 //!    instructions there and take their real time only in 1. and 2.
+//! 4. **The wrappers alone**: one run with the recorder built with
+//!    `-DMPIQ_RECORDER_PASS_THROUGH` preloaded (every wrapper, no record),
+//!    measured as in 2.: what any PMPI layer costs by being there, the
+//!    extra call and how it shifts the MPI's own timing, apart from what
+//!    the recorder does.
 //!
 //! Memory per rank: the size of the recorder's tables (the ELF symbol
 //! `mpiq_recorder`, and the library's `.bss`: they are static), the bytes of
@@ -116,6 +121,10 @@ struct Measured {
     /// Without the recorder: one more than `with`, around each of them.
     without: Vec<RunOut>,
     with: Vec<RunOut>,
+    /// One run with the recorder's pass-through build preloaded (its
+    /// wrappers, recording nothing): what the in-run difference is when
+    /// only the interposition is there.
+    pass_through: RunOut,
     /// (case, instructions per call without, with, without again), when
     /// callgrind ran.
     callgrind: Vec<(String, f64, f64, Option<f64>)>,
@@ -251,6 +260,13 @@ fn preload(cmd: &mut Command, lib: Option<&Path>) {
 /// One run of every case (`only`: one case), checked: every case printed,
 /// and the recorder in both ranks exactly when preloaded.
 fn run_once(mpi: Mpi, exe: &Path, lib: Option<&Path>, args: &[String]) -> Result<RunOut, String> {
+    let out = run_cases(mpi, exe, lib, args)?;
+    check_memory(&out, lib.is_some()).map_err(|e| format!("{mpi}: {e}"))?;
+    Ok(out)
+}
+
+/// One run of every case, each case checked printed.
+fn run_cases(mpi: Mpi, exe: &Path, lib: Option<&Path>, args: &[String]) -> Result<RunOut, String> {
     let mut cmd = mpi.starter_command(2, exe, args);
     preload(&mut cmd, lib);
     let r = run_within(cmd, RUN_TIMEOUT);
@@ -267,7 +283,6 @@ fn run_once(mpi: Mpi, exe: &Path, lib: Option<&Path>, args: &[String]) -> Result
             return Err(format!("recorder_latency under {mpi} printed no {case}:\n{}", r.all()));
         }
     }
-    check_memory(&out, lib.is_some()).map_err(|e| format!("{mpi}: {e}:\n{}", r.all()))?;
     Ok(out)
 }
 
@@ -330,6 +345,24 @@ fn callgrind_once(mpi: Mpi, exe: &Path, lib: Option<&Path>, case: &str, iters: u
     Ok(total / iters as f64)
 }
 
+/// The recorder built with `-DMPIQ_RECORDER_PASS_THROUGH` (recorder.c's
+/// claim()): the same wrappers, no record.
+fn build_pass_through(scratch: &Path) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../recorder");
+    let out = scratch.join("pass-through").join("libmpiq_recorder.so");
+    let mut args: Vec<std::ffi::OsString> = ["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    args.push("-DMPIQ_RECORDER_PASS_THROUGH".into());
+    for f in ["recorder.c", "calls.c", "fortran.c"] {
+        args.push(dir.join(f).into_os_string());
+    }
+    args.push("-ldl".into());
+    mpiq_tests::example::compile(Path::new("cc"), &args, &out, "the flight recorder, pass-through");
+    out
+}
+
 fn measure(mpi: Mpi, lib: &Path, o: &Opts, scratch: &Path) -> Result<Measured, String> {
     let exe = build(mpi, scratch);
     let mut args: Vec<String> = Vec::new();
@@ -343,6 +376,10 @@ fn measure(mpi: Mpi, lib: &Path, o: &Opts, scratch: &Path) -> Result<Measured, S
         mpi,
         without: Vec::new(),
         with: Vec::new(),
+        pass_through: RunOut {
+            cases: BTreeMap::new(),
+            memory: Vec::new(),
+        },
         callgrind: Vec::new(),
     };
     eprintln!(
@@ -364,6 +401,9 @@ fn measure(mpi: Mpi, lib: &Path, o: &Opts, scratch: &Path) -> Result<Measured, S
             proc::loadavg()
         );
     }
+    let pass = build_pass_through(scratch);
+    eprintln!("[{}]   the pass-through build (load {})", crate::now(), proc::loadavg());
+    m.pass_through = run_cases(mpi, &exe, Some(&pass), &args)?;
     if o.callgrind && which("valgrind") {
         let cases: &[&str] = if o.quick { &["iprobe"] } else { &["iprobe", "test_null"] };
         for case in cases {
@@ -400,6 +440,8 @@ struct Figures {
     noise: f64,
     in_run: f64,
     in_run_noise: f64,
+    /// In the pass-through run: MPI_X − PMPI_X with the wrappers alone.
+    wrapper: f64,
     /// The kernel: ns per iteration, without and with.
     iter_without: f64,
     iter_with: f64,
@@ -424,6 +466,7 @@ fn figures(m: &Measured, case: &str) -> Figures {
         noise: median(&noise),
         in_run: median(&get(&m.with, |c| c.diff_ns)),
         in_run_noise: median(&get(&m.without, |c| c.diff_ns.abs())),
+        wrapper: m.pass_through.cases.get(case).map_or(f64::NAN, |c| c.diff_ns),
         iter_without: median(&get(&m.without, |c| c.mpi_iter_ns)),
         iter_with: median(&get(&m.with, |c| c.mpi_iter_ns)),
     }
@@ -529,19 +572,21 @@ fn report(all: &[Measured], lib: &Path, o: &Opts, load_before: &str) -> String {
         "ns per call, medians. without, with: runs without and with LD_PRELOAD of the recorder, in turn. \
          added (runs): median over rounds of (with − the mean of the runs without around it); noise (runs): \
          median |without − the next without|. added (in run): MPI_X − PMPI_X, sample by sample, in the runs \
-         with the recorder; noise (in run): the same in the runs without it (both reach the same code).\n"
+         with the recorder; noise (in run): the same in the runs without it (both reach the same code); \
+         wrappers alone (in run): the same in one run of the recorder built to record nothing \
+         (-DMPIQ_RECORDER_PASS_THROUGH: what standing between the program and its MPI costs by itself).\n"
     );
     let _ = writeln!(
         s,
-        "| MPI | case | calls/iter | without | with | added (runs) | added % | noise (runs) | added (in run) | noise (in run) |"
+        "| MPI | case | calls/iter | without | with | added (runs) | added % | noise (runs) | added (in run) | noise (in run) | wrappers alone (in run) |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
     for m in all {
         for case in CASES {
             let f = figures(m, case);
             let _ = writeln!(
                 s,
-                "| {} | {case} ({}) | {} | {} | {} | {} | {} | ±{} | {} | ±{} |",
+                "| {} | {case} ({}) | {} | {} | {} | {} | {} | ±{} | {} | ±{} | {} |",
                 m.mpi,
                 describe(case),
                 f.calls,
@@ -552,6 +597,7 @@ fn report(all: &[Measured], lib: &Path, o: &Opts, load_before: &str) -> String {
                 ns(f.noise),
                 signed(f.in_run),
                 ns(f.in_run_noise),
+                signed(f.wrapper),
             );
         }
     }
@@ -643,7 +689,12 @@ fn report(all: &[Measured], lib: &Path, o: &Opts, load_before: &str) -> String {
             .iter()
             .map(|c| {
                 let f = figures(m, c);
-                format!("{c} {} ns (runs {})", signed(f.in_run), signed(f.added))
+                format!(
+                    "{c} {} ns (runs {}; wrappers alone {})",
+                    signed(f.in_run),
+                    signed(f.added),
+                    signed(f.wrapper)
+                )
             })
             .collect();
         let k = figures(m, "kernel");

@@ -1,9 +1,12 @@
 //! `mpiq run` preloads mpiq's flight recorder into the job it starts (`cli/src/launch/recorder.rs`),
 //! unless `--no-recorder`: on the deadlock example (3 ranks, each with an `MPI_Irecv` from its
 //! right neighbour, tag 400 + rank, pending) every rank's `report.json` process has `recorder`,
-//! rank 1's with the pending receive from rank 2, tag 401; with `--no-recorder` none has. Under
-//! Debian's Open MPI, PyPI's MPICH wheel and the test bed's Open MPI 4.1.4, 5.0.7 and MPICH, with
-//! this mpiq's own copy of the recorder, written into a fresh cache directory.
+//! rank 1's with the pending receive from rank 2, tag 401, and the verdict is `deadlock` with the
+//! cycle 0 -> 1 -> 2 and its tags 400-402 (on the packaged MPIs, from the recorder alone); with
+//! `--no-recorder` none has. Under Debian's Open MPI, PyPI's MPICH wheel and the test bed's Open
+//! MPI 4.1.4, 5.0.7 and MPICH, with this mpiq's own copy of the recorder, written into a fresh
+//! cache directory. On the two packaged MPIs, `collective_skip` under `mpiq run` is `deadlock`,
+//! cycle 0 -> 3, with the collective numbers 42 and 41 in its note.
 //!
 //! Ranks on other nodes: Open MPI's `mpirun` passes them only the variables it is told to.
 //! Without a second machine, "another node" is `fakenode`, reached through a stand-in for ssh
@@ -140,6 +143,18 @@ fn assert_recorded(v: &Value, n: i64, abi: &str, what: &str) {
     );
 }
 
+/// The wait-for edges of an analysis: (from, to, tag), sorted.
+fn edges(a: &Value) -> Vec<(i64, i64, Option<i64>)> {
+    let mut e: Vec<(i64, i64, Option<i64>)> = a["edges"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["from"].as_i64()?, e["to"].as_i64()?, e["tag"].as_i64())))
+        .collect();
+    e.sort_unstable();
+    e
+}
+
 /// The ranks of the report that have no recorder.
 fn unrecorded(v: &Value, what: &str) -> Vec<i64> {
     by_rank(v, what)
@@ -173,6 +188,16 @@ fn recorded_by_default(mpi: Mpi, abi: &str) {
     let what = format!("{mpi}, mpiq run");
     let (r, v) = hung(cmd, &report, &what);
     assert_recorded(&v, RANKS as i64, abi, &what);
+    // The verdict the recorder gives (where the MPI gives no queues) or
+    // keeps (where its debug library does): the cycle, with peers and tags.
+    let a = &v["analysis"];
+    assert_eq!(a["verdict"], "deadlock", "{what}: {a:#}");
+    assert_eq!(a["cycles"], serde_json::json!([[0, 1, 2]]), "{what}: {a:#}");
+    assert_eq!(
+        edges(a),
+        [(0, 1, Some(400)), (1, 2, Some(401)), (2, 0, Some(402))],
+        "{what}: {a:#}"
+    );
     assert!(!r.stderr.contains(MISSING), "{what}: {}", r.all());
     let lib = cached_copy(&cache);
     assert!(
@@ -217,6 +242,46 @@ fn the_test_beds_open_mpi_5_is_recorded_by_default() {
 #[test]
 fn the_test_beds_mpich_is_recorded_by_default() {
     recorded_by_default(Mpi::Mpich, "mpich");
+}
+
+/// examples/collective_skip.c (4 ranks: 0-2 in their 42nd MPI_Allreduce, rank 3 skipped it and
+/// waits in MPI_Recv from rank 0, tag 9) under `mpiq run` on a packaged MPI: the report's
+/// verdict names the collective instances by their numbers.
+fn skipped_collective(mpi: Mpi) {
+    gdb::require_ptrace();
+    let dir = WorkDir::new(&format!("run-recorder-skip-{}", mpi.name()));
+    let exe = build_example(mpi, Example::CollectiveSkip);
+    let job = words(&mpi.starter_command(4, &exe, &[] as &[&str]));
+    let report = dir.path("report");
+    let args = ["--timeout", "5s", "--report", report.to_str().unwrap()];
+    let (cmd, _job_dir) = mpiq_run(&args, &job, mpi, &dir.path("cache"), &[]);
+    let what = format!("collective_skip under {mpi}, mpiq run");
+    let (r, v) = hung(cmd, &report, &what);
+    let a = &v["analysis"];
+    assert_eq!(a["verdict"], "deadlock", "{what}: {a:#}");
+    assert_eq!(a["cycles"], serde_json::json!([[0, 3]]), "{what}: {a:#}");
+    assert!(edges(a).contains(&(3, 0, Some(9))), "{what}: {a:#}");
+    let note = "collectives on MPI_COMM_WORLD (mpiq's flight recorder): ranks 0-2 are in #42 (MPI_Allreduce); rank 3 is in none (it has begun 41)";
+    assert!(
+        a["notes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n.as_str() == Some(note)),
+        "{what}: {a:#}"
+    );
+    // The text report says it too.
+    assert!(r.stderr.contains("#42"), "{what}: {}", r.all());
+}
+
+#[test]
+fn a_skipped_collective_under_mpiq_run_on_debians_open_mpi() {
+    skipped_collective(Mpi::DebianOpenMpi);
+}
+
+#[test]
+fn a_skipped_collective_under_mpiq_run_on_pypis_mpich() {
+    skipped_collective(Mpi::PypiMpich);
 }
 
 /// A stand-in for ssh, as Open MPI's launchers and mpiq's collectors call it (`[-o VALUE] [-T]

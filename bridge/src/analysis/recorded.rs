@@ -164,16 +164,7 @@ fn complete(p: &mut ProcessSnapshot) {
             gave = true;
         }
         if !matches!(classify(&c.call), CallClass::Collective { .. } | CallClass::Wait { .. }) {
-            if m.peer.is_none() && !m.any_source && (c.args.peer.is_some() || c.args.any_source) {
-                m.peer = c.args.peer;
-                m.any_source = c.args.any_source;
-                gave = true;
-            }
-            if m.tag.is_none() && !m.any_tag && (c.args.tag.is_some() || c.args.any_tag) {
-                m.tag = c.args.tag;
-                m.any_tag = c.args.any_tag;
-                gave = true;
-            }
+            gave |= peer_and_tag(m, &c.args);
         }
         if gave {
             m.recorded = true;
@@ -367,23 +358,29 @@ fn fill(m: &mut MpiCall, c: &RecordedCall, rec: &Recording, comms: &[Communicato
                 }
             }
         }
-        _ => {
-            if m.peer.is_none() && !m.any_source && (c.args.peer.is_some() || c.args.any_source) {
-                m.peer = c.args.peer;
-                m.any_source = c.args.any_source;
-                gave = true;
-            }
-            if m.tag.is_none() && !m.any_tag && (c.args.tag.is_some() || c.args.any_tag) {
-                m.tag = c.args.tag;
-                m.any_tag = c.args.any_tag;
-                gave = true;
-            }
-        }
+        _ => gave |= peer_and_tag(m, &c.args),
     }
     if gave {
         m.recorded = true;
         m.why = None;
     }
+}
+
+/// The peer and tag the frames did not give of a point-to-point call, from
+/// its record; whether it gave any.
+fn peer_and_tag(m: &mut MpiCall, a: &RecordedArgs) -> bool {
+    let mut gave = false;
+    if m.peer.is_none() && !m.any_source && (a.peer.is_some() || a.any_source) {
+        m.peer = a.peer;
+        m.any_source = a.any_source;
+        gave = true;
+    }
+    if m.tag.is_none() && !m.any_tag && (a.tag.is_some() || a.any_tag) {
+        m.tag = a.tag;
+        m.any_tag = a.any_tag;
+        gave = true;
+    }
+    gave
 }
 
 /// Where the ranks are among the collectives of each communicator, when
