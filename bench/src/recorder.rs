@@ -47,7 +47,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use mpiq_tests::run::run_within;
-use mpiq_tests::{build_recorder, Mpi};
+use mpiq_tests::{build_recorder, build_recorder_with, Mpi};
 
 use crate::proc;
 use crate::report::median;
@@ -345,24 +345,6 @@ fn callgrind_once(mpi: Mpi, exe: &Path, lib: Option<&Path>, case: &str, iters: u
     Ok(total / iters as f64)
 }
 
-/// The recorder built with `-DMPIQ_RECORDER_PASS_THROUGH` (recorder.c's
-/// claim()): the same wrappers, no record.
-fn build_pass_through(scratch: &Path) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../recorder");
-    let out = scratch.join("pass-through").join("libmpiq_recorder.so");
-    let mut args: Vec<std::ffi::OsString> = ["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror"]
-        .iter()
-        .map(Into::into)
-        .collect();
-    args.push("-DMPIQ_RECORDER_PASS_THROUGH".into());
-    for f in ["recorder.c", "calls.c", "fortran.c"] {
-        args.push(dir.join(f).into_os_string());
-    }
-    args.push("-ldl".into());
-    mpiq_tests::example::compile(Path::new("cc"), &args, &out, "the flight recorder, pass-through");
-    out
-}
-
 fn measure(mpi: Mpi, lib: &Path, o: &Opts, scratch: &Path) -> Result<Measured, String> {
     let exe = build(mpi, scratch);
     let mut args: Vec<String> = Vec::new();
@@ -401,7 +383,8 @@ fn measure(mpi: Mpi, lib: &Path, o: &Opts, scratch: &Path) -> Result<Measured, S
             proc::loadavg()
         );
     }
-    let pass = build_pass_through(scratch);
+    // recorder.c's claim(): the same wrappers, no record.
+    let pass = build_recorder_with(Some("MPIQ_RECORDER_PASS_THROUGH"));
     eprintln!("[{}]   the pass-through build (load {})", crate::now(), proc::loadavg());
     m.pass_through = run_cases(mpi, &exe, Some(&pass), &args)?;
     if o.callgrind && which("valgrind") {

@@ -442,11 +442,21 @@ fn mtime(path: &Path) -> Option<SystemTime> {
 /// # Panics
 /// If the compiler fails, with its output.
 pub fn build_recorder() -> PathBuf {
+    build_recorder_with(None)
+}
+
+/// [`build_recorder`] with `-D<define>` (`MPIQ_RECORDER_PASS_THROUGH`: every wrapper, no
+/// record, for `mpiq-bench recorder`), into `<build root>/recorder-<define>/`.
+///
+/// # Panics
+/// As [`build_recorder`].
+pub fn build_recorder_with(define: Option<&str>) -> PathBuf {
     static BUILD: Mutex<()> = Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = workspace_root().join("recorder");
     let sources = ["recorder.c", "calls.c", "fortran.c"].map(|f| dir.join(f));
-    let out = examples_build_root().join("recorder").join("libmpiq_recorder.so");
+    let sub = define.map_or_else(|| "recorder".to_string(), |d| format!("recorder-{d}"));
+    let out = examples_build_root().join(sub).join("libmpiq_recorder.so");
     let newest = ["recorder.c", "calls.c", "fortran.c", "internal.h", "mpiq_recorder.h"]
         .iter()
         .map(|f| mtime(&dir.join(f)).unwrap_or_else(|| panic!("recorder/{f} is missing")))
@@ -459,6 +469,9 @@ pub fn build_recorder() -> PathBuf {
         .iter()
         .map(Into::into)
         .collect();
+    if let Some(d) = define {
+        args.push(format!("-D{d}").into());
+    }
     args.extend(sources.iter().map(|s| s.clone().into_os_string()));
     args.push("-ldl".into());
     compile(Path::new("cc"), &args, &out, "the flight recorder");

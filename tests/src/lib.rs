@@ -41,7 +41,9 @@ pub mod run;
 /// A Slurm cluster on this one machine (issue 13).
 pub mod slurm;
 
-pub use example::{build_example, build_recorder, examples_build_dir, examples_source_dir, Example};
+pub use example::{
+    build_example, build_recorder, build_recorder_with, examples_build_dir, examples_source_dir, Example,
+};
 pub use job::{Job, JobBuilder, JobError, Output, Program, Rank};
 pub use jobdir::JobDir;
 pub use launcher::Launcher;

@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use mpiq_tests::expect::{assert_irecv_cycle, edges, SKIPPED_COLLECTIVE_NOTE};
 use mpiq_tests::fixtures::WorkDir;
 use mpiq_tests::frontends::cli_command;
 use mpiq_tests::job::SCRUBBED_ENV_PREFIXES;
@@ -143,18 +144,6 @@ fn assert_recorded(v: &Value, n: i64, abi: &str, what: &str) {
     );
 }
 
-/// The wait-for edges of an analysis: (from, to, tag), sorted.
-fn edges(a: &Value) -> Vec<(i64, i64, Option<i64>)> {
-    let mut e: Vec<(i64, i64, Option<i64>)> = a["edges"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| Some((e["from"].as_i64()?, e["to"].as_i64()?, e["tag"].as_i64())))
-        .collect();
-    e.sort_unstable();
-    e
-}
-
 /// The ranks of the report that have no recorder.
 fn unrecorded(v: &Value, what: &str) -> Vec<i64> {
     by_rank(v, what)
@@ -190,14 +179,7 @@ fn recorded_by_default(mpi: Mpi, abi: &str) {
     assert_recorded(&v, RANKS as i64, abi, &what);
     // The verdict the recorder gives (where the MPI gives no queues) or
     // keeps (where its debug library does): the cycle, with peers and tags.
-    let a = &v["analysis"];
-    assert_eq!(a["verdict"], "deadlock", "{what}: {a:#}");
-    assert_eq!(a["cycles"], serde_json::json!([[0, 1, 2]]), "{what}: {a:#}");
-    assert_eq!(
-        edges(a),
-        [(0, 1, Some(400)), (1, 2, Some(401)), (2, 0, Some(402))],
-        "{what}: {a:#}"
-    );
+    assert_irecv_cycle(&v["analysis"], &what);
     assert!(!r.stderr.contains(MISSING), "{what}: {}", r.all());
     let lib = cached_copy(&cache);
     assert!(
@@ -261,13 +243,12 @@ fn skipped_collective(mpi: Mpi) {
     assert_eq!(a["verdict"], "deadlock", "{what}: {a:#}");
     assert_eq!(a["cycles"], serde_json::json!([[0, 3]]), "{what}: {a:#}");
     assert!(edges(a).contains(&(3, 0, Some(9))), "{what}: {a:#}");
-    let note = "collectives on MPI_COMM_WORLD (mpiq's flight recorder): ranks 0-2 are in #42 (MPI_Allreduce); rank 3 is in none (it has begun 41)";
     assert!(
         a["notes"]
             .as_array()
             .into_iter()
             .flatten()
-            .any(|n| n.as_str() == Some(note)),
+            .any(|n| n.as_str() == Some(SKIPPED_COLLECTIVE_NOTE)),
         "{what}: {a:#}"
     );
     // The text report says it too.

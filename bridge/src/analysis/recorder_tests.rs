@@ -4,7 +4,9 @@
 
 use super::testutil::*;
 use super::*;
-use crate::snapshot::model::{MissingReason, MpiCall, ProcessSnapshot, QueuesMissing, Stacks, ThreadStack};
+use crate::snapshot::model::{
+    Communicator, MissingReason, MpiCall, ProcessSnapshot, QueuesMissing, Stacks, ThreadStack,
+};
 use crate::snapshot::recorder::{RecordedArgs, RecordedCall, RecordedComm, RecordedRequest, Recording};
 
 const LIBMPI: &str = "/usr/lib/x86_64-linux-gnu/libmpi.so.40";
@@ -346,15 +348,21 @@ fn collective_numbers_name_the_instance_each_rank_is_in() {
     assert!(!a.edges.iter().any(|e| e.from == 3), "{:#?}", a.edges);
 }
 
+/// Rank 0 of [`irecv_cycle`] (2 ranks), its recorder as there, but with its MPI's debug library
+/// giving queues: `world`, its MPI_COMM_WORLD.
+fn with_library_queues(world: Communicator) -> ProcessSnapshot {
+    let mut p = irecv_cycle(2).processes.swap_remove(0);
+    p.queues_missing = None;
+    p.error = None;
+    p.communicators = vec![world];
+    p
+}
+
 #[test]
 fn the_debug_librarys_receives_and_the_recorders_must_agree() {
     // Rank 0 with its MPI's queues: a posted receive from rank 1, tag 400,
     // which its recorder holds too; then one more it does not.
-    let s = irecv_cycle(2);
-    let mut p = s.processes[0].clone();
-    p.queues_missing = None;
-    p.error = None;
-    p.communicators = vec![world(2, 0).id(WORLD).recvs(vec![recv(Some(1), Some(400))])];
+    let mut p = with_library_queues(world(2, 0).id(WORLD).recvs(vec![recv(Some(1), Some(400))]));
     let agree = snapshot(vec![p.clone()]);
     let notes = recorded::agreement_notes(&agree);
     assert!(notes.is_empty(), "{notes:?}");
@@ -393,11 +401,7 @@ fn a_call_whose_frames_lost_its_communicator_gets_it_from_the_recorder() {
     // Rank 0 with its MPI's queues (MPI_COMM_WORLD has the library's id
     // "0"), stopped in the recorder's own code around MPI_Iprobe: the
     // frames gave no communicator, peer or tag; its record has them.
-    let s = irecv_cycle(2);
-    let mut p = s.processes[0].clone();
-    p.queues_missing = None;
-    p.error = None;
-    p.communicators = vec![world(2, 0).id("0")];
+    let mut p = with_library_queues(world(2, 0).id("0"));
     let probe = RecordedArgs {
         any_source: true,
         ..on_world(None, Some(32000))
