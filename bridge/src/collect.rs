@@ -138,6 +138,9 @@ pub fn collect(target: &mut dyn Target, opts: &DumpOptions) -> Result<ProcessSna
             Err(_) => {}
         }
     }
+    // A world rank learnt here (the recorder, the environment) bounds the
+    // library's groups too: this process sits at its own rank in each.
+    normalize::reject_unbelievable_groups(&mut snap);
     if let Some(m) = snap.queues_missing.as_mut() {
         let threads = snap.stacks.as_ref().map_or(&[][..], |s| &s.threads[..]);
         let desc = target.describe();
