@@ -177,6 +177,12 @@ int recording(void)
 
 uint64_t now_ns(void)
 {
+#ifdef MPIQ_RECORDER_NO_CLOCK
+    /* mpiq-bench's other control build: every record, and no clock read
+     * (what the two reads a call cost). Never 0: a call that returned is
+     * told from one the process is in by its end. */
+    return 1;
+#endif
     struct timespec t;
     clock_gettime(clock_id, &t);
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;

@@ -28,11 +28,14 @@
 //!    machine does). Valgrind runs `clock_gettime` as a system call, not in
 //!    the vDSO, so the two clock reads of a recorded call count a few
 //!    instructions there and take their real time only in 1. and 2.
-//! 4. **The wrappers alone**: one run with the recorder built with
-//!    `-DMPIQ_RECORDER_PASS_THROUGH` preloaded (every wrapper, no record),
-//!    measured as in 2.: what any PMPI layer costs by being there, the
-//!    extra call and how it shifts the MPI's own timing, apart from what
-//!    the recorder does.
+//! 4. **Two control builds**, in every round beside the recorder, measured
+//!    as in 2.: the recorder built with `-DMPIQ_RECORDER_PASS_THROUGH`
+//!    (every wrapper, no record: what any PMPI layer costs by being there,
+//!    the extra call and how it shifts the MPI's own timing), and with
+//!    `-DMPIQ_RECORDER_NO_CLOCK` (every record, no clock read: what the
+//!    call's two clock reads cost). One run's in-run figure moves by tens
+//!    of ns from run to run under MPICH (the same library, the same
+//!    machine), so each is a median over the rounds.
 //!
 //! Memory per rank: the size of the recorder's tables (the ELF symbol
 //! `mpiq_recorder`, and the library's `.bss`: they are static), the bytes of
@@ -121,10 +124,12 @@ struct Measured {
     /// Without the recorder: one more than `with`, around each of them.
     without: Vec<RunOut>,
     with: Vec<RunOut>,
-    /// One run with the recorder's pass-through build preloaded (its
+    /// A run a round with the recorder's pass-through build preloaded (its
     /// wrappers, recording nothing): what the in-run difference is when
     /// only the interposition is there.
-    pass_through: RunOut,
+    pass_through: Vec<RunOut>,
+    /// A run a round with the build that records and reads no clock.
+    no_clock: Vec<RunOut>,
     /// (case, instructions per call without, with, without again), when
     /// callgrind ran.
     callgrind: Vec<(String, f64, f64, Option<f64>)>,
@@ -358,21 +363,25 @@ fn measure(mpi: Mpi, lib: &Path, o: &Opts, scratch: &Path) -> Result<Measured, S
         mpi,
         without: Vec::new(),
         with: Vec::new(),
-        pass_through: RunOut {
-            cases: BTreeMap::new(),
-            memory: Vec::new(),
-        },
+        pass_through: Vec::new(),
+        no_clock: Vec::new(),
         callgrind: Vec::new(),
     };
+    // recorder.c's claim() and now_ns(): the same wrappers and no record;
+    // every record and no clock.
+    let pass = build_recorder_with(Some("MPIQ_RECORDER_PASS_THROUGH"));
+    let no_clock = build_recorder_with(Some("MPIQ_RECORDER_NO_CLOCK"));
     eprintln!(
-        "[{}] {mpi}: {} runs, without and with the recorder in turn (load {})",
+        "[{}] {mpi}: {} runs, without and with the recorder in turn, and its two control builds (load {})",
         crate::now(),
-        2 * o.rounds + 1,
+        4 * o.rounds + 1,
         proc::loadavg()
     );
     m.without.push(run_once(mpi, &exe, None, &args)?);
     for round in 0..o.rounds {
         m.with.push(run_once(mpi, &exe, Some(lib), &args)?);
+        m.pass_through.push(run_cases(mpi, &exe, Some(&pass), &args)?);
+        m.no_clock.push(run_cases(mpi, &exe, Some(&no_clock), &args)?);
         m.without.push(run_once(mpi, &exe, None, &args)?);
         eprintln!(
             "[{}]   round {}: iprobe {:.1} ns without, {:.1} with (load {})",
@@ -383,10 +392,6 @@ fn measure(mpi: Mpi, lib: &Path, o: &Opts, scratch: &Path) -> Result<Measured, S
             proc::loadavg()
         );
     }
-    // recorder.c's claim(): the same wrappers, no record.
-    let pass = build_recorder_with(Some("MPIQ_RECORDER_PASS_THROUGH"));
-    eprintln!("[{}]   the pass-through build (load {})", crate::now(), proc::loadavg());
-    m.pass_through = run_cases(mpi, &exe, Some(&pass), &args)?;
     if o.callgrind && which("valgrind") {
         let cases: &[&str] = if o.quick { &["iprobe"] } else { &["iprobe", "test_null"] };
         for case in cases {
@@ -423,8 +428,10 @@ struct Figures {
     noise: f64,
     in_run: f64,
     in_run_noise: f64,
-    /// In the pass-through run: MPI_X − PMPI_X with the wrappers alone.
+    /// In the pass-through runs: MPI_X − PMPI_X with the wrappers alone.
     wrapper: f64,
+    /// In the runs of the build that reads no clock.
+    no_clock: f64,
     /// The kernel: ns per iteration, without and with.
     iter_without: f64,
     iter_with: f64,
@@ -449,7 +456,8 @@ fn figures(m: &Measured, case: &str) -> Figures {
         noise: median(&noise),
         in_run: median(&get(&m.with, |c| c.diff_ns)),
         in_run_noise: median(&get(&m.without, |c| c.diff_ns.abs())),
-        wrapper: m.pass_through.cases.get(case).map_or(f64::NAN, |c| c.diff_ns),
+        wrapper: median(&get(&m.pass_through, |c| c.diff_ns)),
+        no_clock: median(&get(&m.no_clock, |c| c.diff_ns)),
         iter_without: median(&get(&m.without, |c| c.mpi_iter_ns)),
         iter_with: median(&get(&m.with, |c| c.mpi_iter_ns)),
     }
@@ -556,20 +564,22 @@ fn report(all: &[Measured], lib: &Path, o: &Opts, load_before: &str) -> String {
          added (runs): median over rounds of (with − the mean of the runs without around it); noise (runs): \
          median |without − the next without|. added (in run): MPI_X − PMPI_X, sample by sample, in the runs \
          with the recorder; noise (in run): the same in the runs without it (both reach the same code); \
-         wrappers alone (in run): the same in one run of the recorder built to record nothing \
-         (-DMPIQ_RECORDER_PASS_THROUGH: what standing between the program and its MPI costs by itself).\n"
+         wrappers alone (in run): the same in the runs of the recorder built to record nothing \
+         (-DMPIQ_RECORDER_PASS_THROUGH: what standing between the program and its MPI costs by itself); \
+         no clock (in run): the same in the runs of the recorder built to read no clock \
+         (-DMPIQ_RECORDER_NO_CLOCK: what the two clock reads a call cost is the gap to added (in run)).\n"
     );
     let _ = writeln!(
         s,
-        "| MPI | case | calls/iter | without | with | added (runs) | added % | noise (runs) | added (in run) | noise (in run) | wrappers alone (in run) |"
+        "| MPI | case | calls/iter | without | with | added (runs) | added % | noise (runs) | added (in run) | noise (in run) | wrappers alone (in run) | no clock (in run) |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for m in all {
         for case in CASES {
             let f = figures(m, case);
             let _ = writeln!(
                 s,
-                "| {} | {case} ({}) | {} | {} | {} | {} | {} | ±{} | {} | ±{} | {} |",
+                "| {} | {case} ({}) | {} | {} | {} | {} | {} | ±{} | {} | ±{} | {} | {} |",
                 m.mpi,
                 describe(case),
                 f.calls,
@@ -581,6 +591,7 @@ fn report(all: &[Measured], lib: &Path, o: &Opts, load_before: &str) -> String {
                 signed(f.in_run),
                 ns(f.in_run_noise),
                 signed(f.wrapper),
+                signed(f.no_clock),
             );
         }
     }
@@ -673,10 +684,11 @@ fn report(all: &[Measured], lib: &Path, o: &Opts, load_before: &str) -> String {
             .map(|c| {
                 let f = figures(m, c);
                 format!(
-                    "{c} {} ns (runs {}; wrappers alone {})",
+                    "{c} {} ns (runs {}; wrappers alone {}, no clock {})",
                     signed(f.in_run),
                     signed(f.added),
-                    signed(f.wrapper)
+                    signed(f.wrapper),
+                    signed(f.no_clock)
                 )
             })
             .collect();

@@ -445,8 +445,9 @@ pub fn build_recorder() -> PathBuf {
     build_recorder_with(None)
 }
 
-/// [`build_recorder`] with `-D<define>` (`MPIQ_RECORDER_PASS_THROUGH`: every wrapper, no
-/// record, for `mpiq-bench recorder`), into `<build root>/recorder-<define>/`.
+/// [`build_recorder`] with `-D<define>`, into `<build root>/recorder-<define>/`: the control
+/// builds of `mpiq-bench recorder`, `MPIQ_RECORDER_PASS_THROUGH` (every wrapper, no record) and
+/// `MPIQ_RECORDER_NO_CLOCK` (every record, no clock read).
 ///
 /// # Panics
 /// As [`build_recorder`].
