@@ -567,7 +567,7 @@ fn report(all: &[Measured], lib: &Path, o: &Opts, load_before: &str) -> String {
          wrappers alone (in run): the same in the runs of the recorder built to record nothing \
          (-DMPIQ_RECORDER_PASS_THROUGH: what standing between the program and its MPI costs by itself); \
          no clock (in run): the same in the runs of the recorder built to read no clock \
-         (-DMPIQ_RECORDER_NO_CLOCK: what the two clock reads a call cost is the gap to added (in run)).\n"
+         (-DMPIQ_RECORDER_NO_CLOCK; its gap to added (in run) is what the two clock reads a call cost).\n"
     );
     let _ = writeln!(
         s,
