@@ -617,19 +617,5 @@ pub fn edges(analysis: &Value) -> Vec<(i64, i64, Option<i64>)> {
     e
 }
 
-/// The deadlock example on 3 ranks (each waits on its `MPI_Irecv` from its right neighbour, tag
-/// 400 + rank) as an analysis must give it: `deadlock`, the cycle 0 -> 1 -> 2, each edge with
-/// its tag.
-pub fn assert_irecv_cycle(analysis: &Value, what: &str) {
-    let a = analysis;
-    assert_eq!(a["verdict"], "deadlock", "{what}: {a:#}");
-    assert_eq!(a["cycles"], serde_json::json!([[0, 1, 2]]), "{what}: {a:#}");
-    assert_eq!(
-        edges(a),
-        [(0, 1, Some(400)), (1, 2, Some(401)), (2, 0, Some(402))],
-        "{what}: {a:#}"
-    );
-}
-
 /// The note on examples/collective_skip.c (4 ranks) from mpiq's flight recorder.
 pub const SKIPPED_COLLECTIVE_NOTE: &str = "collectives on MPI_COMM_WORLD (mpiq's flight recorder): ranks 0-2 are in #42 (MPI_Allreduce); rank 3 is in none (it has begun 41)";

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use mpiq_tests::expect::{assert_irecv_cycle, edges, SKIPPED_COLLECTIVE_NOTE};
+use mpiq_tests::expect::{assert_deadlock_ring, edges, SKIPPED_COLLECTIVE_NOTE};
 use mpiq_tests::fixtures::WorkDir;
 use mpiq_tests::frontends::cli_command;
 use mpiq_tests::job::SCRUBBED_ENV_PREFIXES;
@@ -179,7 +179,7 @@ fn recorded_by_default(mpi: Mpi, abi: &str) {
     assert_recorded(&v, RANKS as i64, abi, &what);
     // The verdict the recorder gives (where the MPI gives no queues) or
     // keeps (where its debug library does): the cycle, with peers and tags.
-    assert_irecv_cycle(&v["analysis"], &what);
+    assert_deadlock_ring(&v, RANKS as i64, &what);
     assert!(!r.stderr.contains(MISSING), "{what}: {}", r.all());
     let lib = cached_copy(&cache);
     assert!(
