@@ -3,15 +3,19 @@
 //! need.
 //!
 //! Only what the message queue libraries ask is answered: type names,
-//! `sizeof`, member offsets. The index holds, per name, the first complete
-//! definition (else the first declaration) found at the top level of any
-//! unit, so a library with the same struct in 500 compilation units costs
-//! one entry. A lookup indexes units in order until the name has a complete
-//! definition: the types a debug library asks for are mostly in the headers
-//! every unit of libmpi includes, so it reads the first tenth of libmpi's 9
-//! MB of DWARF, not all of it (90 ms). A name the next 64 units do not
-//! define is looked for first in the units that refer to its string
-//! (`DebugInfo::index_by_string`). Within a unit only the top level is read:
+//! `sizeof`, member offsets. The index holds, per name, a complete
+//! definition (else a declaration) found at the top level of a unit, the
+//! first in the file of the units indexed so far, so a library with the
+//! same struct in 500 compilation units costs one entry. A lookup answers
+//! with a complete definition already there; else it first indexes the
+//! units that refer to the name's string in `.debug_str`, in order, until
+//! one defines it
+//! (`DebugInfo::index_by_string`): a name from the headers every unit of
+//! libmpi includes is in one of the first units, and one only the last
+//! unit defines (MPICH's debugger support) costs one scan of the raw
+//! section, not every unit before it. Names the scan cannot find (inline
+//! strings, DWARF 5 string indices, a dwz file's strings) are looked for in
+//! every unit in order. Within a unit only the top level is read:
 //! `DW_AT_sibling` skips the bodies of functions. DIEs are addressed by
 //! [`DieRef`](crate::dwarf::DieRef): an offset in `.debug_info` of this file
 //! or of its supplementary (dwz) file.
@@ -87,7 +91,11 @@ impl TypeIndex {
     fn add(&mut self, ns: Namespace, name: &str, offset: u64, complete: bool) {
         let map = &mut self.names[ns as usize];
         match map.get_mut(name) {
-            Some(slot) if !slot.complete && complete => *slot = Slot { offset, complete },
+            // A complete definition over a declaration; of two alike, the
+            // first in the file (units are indexed out of order too).
+            Some(slot) if (complete && !slot.complete) || (complete == slot.complete && offset < slot.offset) => {
+                *slot = Slot { offset, complete }
+            }
             Some(_) => {}
             None => {
                 map.insert(name.into(), Slot { offset, complete });
@@ -96,10 +104,89 @@ impl TypeIndex {
     }
 }
 
-/// Units a lookup indexes in order before it looks for the units that may
-/// name what it wants ([`DebugInfo::index_by_string`]): Open MPI's types
-/// are all in the first 62 of libmpi's units.
-const IN_ORDER_FIRST: u64 = 64;
+/// How often a byte occurs in `.debug_info`, for the search of a string's
+/// offset ([`DebugInfo::index_by_string`]): the search tests two bytes of
+/// the needle first, and the default ranks (for text and code) choose the
+/// offset's high bytes, which in DWARF are mostly 0 to 15 like every
+/// form's small constants and unit offsets (0 is 37 % of libmpi's bytes):
+/// a scan of MPICH's 10 MB took 2.3 ms that way, 0.75 ms with the low
+/// bytes.
+struct DwarfBytes;
+
+impl memchr::arch::all::packedpair::HeuristicFrequencyRank for DwarfBytes {
+    fn rank(&self, byte: u8) -> u8 {
+        match byte {
+            0 => 255,
+            1..=15 => 250 - byte,
+            0xff => 200,
+            _ => 40,
+        }
+    }
+}
+
+/// Bytes each thread of [`first_match`] searches at a time.
+const CHUNK: usize = 256 << 10;
+
+/// The first position at or after `from` where `finder`'s needle starts in
+/// `hay`. A long search (MPICH's `MPIR_Comm_list`: all 10 MB of libmpi's
+/// `.debug_info`, 1 to 2 ms in one thread) runs on the machine's cores,
+/// chunk by chunk in turn; a thread stops at the first chunk after one
+/// that held a match, so the answer is the first in order, as one thread's.
+fn first_match(finder: &memchr::memmem::Finder<'_>, hay: &[u8], from: usize) -> Option<usize> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let rest = hay.get(from..)?;
+    let n = finder.needle().len();
+    // A match may start in one chunk and end in the next.
+    let in_chunk = |c: usize| {
+        let start = c * CHUNK;
+        let end = (start + CHUNK + n.saturating_sub(1)).min(rest.len());
+        rest.get(start..end).and_then(|h| finder.find(h)).map(|p| start + p)
+    };
+    // The first chunk alone: most names are in the first units.
+    if let Some(p) = in_chunk(0) {
+        return Some(from + p);
+    }
+    let chunks = rest.len().div_ceil(CHUNK);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(chunks.saturating_sub(1))
+        .min(8);
+    if threads <= 1 {
+        return (1..chunks).find_map(in_chunk).map(|p| from + p);
+    }
+    // The lowest chunk with a match so far.
+    let found = AtomicUsize::new(usize::MAX);
+    let search = |t: usize| {
+        let mut first = None;
+        for c in (1 + t..chunks).step_by(threads) {
+            if c > found.load(Ordering::Relaxed) {
+                break;
+            }
+            if let Some(p) = in_chunk(c) {
+                found.fetch_min(c, Ordering::Relaxed);
+                first = Some(p);
+                break;
+            }
+        }
+        first
+    };
+    let best = std::thread::scope(|scope| {
+        let others: Vec<_> = (1..threads)
+            .map(|t| {
+                let search = &search;
+                scope.spawn(move || search(t))
+            })
+            .collect();
+        let mine = search(0);
+        others
+            .into_iter()
+            // A thread that panicked found nothing it could tell.
+            .filter_map(|h| h.join().ok().flatten())
+            .chain(mine)
+            .min()
+    });
+    best.map(|p| from + p)
+}
 
 /// The index of one file and how far it got.
 struct LazyIndex {
@@ -115,6 +202,14 @@ struct LazyIndex {
     /// Units indexed ahead of their turn ([`DebugInfo::index_by_string`]),
     /// by offset: skipped when their turn comes.
     ahead: rustc_hash::FxHashSet<u64>,
+    /// Per name (its string in `.debug_str`), how far the search of the
+    /// units that refer to it went: every such unit before this offset in
+    /// `.debug_info` is indexed ([`DebugInfo::index_by_string`]).
+    searched: FxHashMap<Box<str>, u64>,
+    /// A name in `.debug_str` was referred to nowhere in `.debug_info`: the
+    /// units name their strings some other way (string indices), so
+    /// [`DebugInfo::index_by_string`] finds nothing in this file.
+    no_string_refs: bool,
 }
 
 /// What [`DebugInfo::die`] reads of a DIE.
@@ -307,6 +402,8 @@ impl DebugInfo {
                 error: None,
                 units: 0,
                 ahead: rustc_hash::FxHashSet::default(),
+                no_string_refs: false,
+                searched: FxHashMap::default(),
             }),
             units: Mutex::new(HashMap::new()),
         })
@@ -346,20 +443,13 @@ impl DebugInfo {
     /// The index, extended a unit at a time until `enough` says it holds
     /// what the caller needs or every unit is in. An error only if a bad
     /// unit stopped it before that.
-    fn index_until(&self, enough: impl Fn(&TypeIndex) -> bool) -> Result<MutexGuard<'_, LazyIndex>, DwarfError> {
-        self.index_until_or(enough, u64::MAX)
-    }
-
-    /// [`Self::index_until`], indexing at most `units` more units.
-    fn index_until_or(
+    fn index_in_order_until(
         &self,
-        enough: impl Fn(&TypeIndex) -> bool,
-        units: u64,
+        enough: impl Fn(&LazyIndex) -> bool,
     ) -> Result<MutexGuard<'_, LazyIndex>, DwarfError> {
         // A panic while indexing leaves a consistent (shorter) index.
         let mut lazy = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let stop = lazy.units.saturating_add(units);
-        while !lazy.done && !enough(&lazy.index) && lazy.units < stop {
+        while !lazy.done && !enough(&lazy) {
             let lazy = &mut *lazy;
             match lazy.headers.next() {
                 Ok(Some(header))
@@ -382,7 +472,7 @@ impl DebugInfo {
             }
         }
         match &lazy.error {
-            Some(e) if !enough(&lazy.index) => Err(e.clone()),
+            Some(e) if !enough(&lazy) => Err(e.clone()),
             _ => Ok(lazy),
         }
     }
@@ -397,7 +487,7 @@ impl DebugInfo {
 
     /// Indexes every unit now (otherwise lookups do, as far as they need).
     pub fn prepare(&self) -> Result<(), DwarfError> {
-        drop(self.index_until(|_| false)?);
+        drop(self.index_in_order_until(|_| false)?);
         if let Some(sup) = &self.sup {
             sup.prepare()?;
         }
@@ -465,23 +555,34 @@ impl DebugInfo {
         Ok(())
     }
 
-    /// Indexes, ahead of their turn, the units not indexed yet whose DIEs
-    /// may be named `name`: those holding a reference (`DW_FORM_strp`) to
-    /// `name` in `.debug_str`. A type only the last units define (MPICH's
-    /// `MPIR_Sendq`, in the debugger support at the end of libmpi's 862
-    /// units) is then found after a search of the raw
-    /// sections (two memory scans, about a millisecond), not after
-    /// indexing every unit before it (60 ms per new process).
+    /// Indexes, ahead of their turn, the units that may define `name`:
+    /// those holding a reference (`DW_FORM_strp`) to `name` in
+    /// `.debug_str`, in order, until one defines it in `ns` (completely).
+    /// True if that answers the lookup: a complete definition is then in
+    /// the index (the first of those indexed, which for a type the library
+    /// defines once, as an MPI library's are, is the one every unit has),
+    /// or none is in any unit. False if the name is not referred to that
+    /// way: the caller indexes the units in order.
+    ///
+    /// A name from the headers every unit includes is found in one of the
+    /// first units (Open MPI's, the search stopping there), and one only
+    /// the last units define (MPICH's `MPIR_Sendq`, in the debugger
+    /// support at the end of libmpi's 862 units) after one search of the
+    /// raw section (10 MB, 1 to 2 ms), not after indexing every unit before
+    /// it (60 ms per new process; 7 ms for the 64 units this lookup indexed
+    /// in order before it searched).
     ///
     /// A candidate is a unit with the string's offset anywhere in its
     /// bytes: a false one costs its indexing, never a wrong answer (the
     /// index reads the names from the DIEs). Names in other forms (inline
     /// strings, which gcc uses for names of 4 bytes or less, DWARF 5's
-    /// string indices, a dwz file's strings) give no candidates: the
-    /// units are then indexed in order, as before.
-    fn index_by_string(&self, lazy: &mut LazyIndex, name: &str) {
-        if name.len() <= 4 || lazy.done {
-            return;
+    /// string indices, a dwz file's strings) give no candidates.
+    fn index_by_string(&self, lazy: &mut LazyIndex, ns: Namespace, name: &str) -> bool {
+        if lazy.done {
+            return true;
+        }
+        if name.len() <= 4 || lazy.no_string_refs {
+            return false;
         }
         use gimli::{Reader, Section};
         let strings = self.dwarf.debug_str.reader().slice();
@@ -490,52 +591,77 @@ impl DebugInfo {
         let mut wanted = Vec::with_capacity(name.len() + 1);
         wanted.extend_from_slice(name.as_bytes());
         wanted.push(0);
-        let mut candidates = Vec::new();
-        for at in memchr::memmem::find_iter(strings, &wanted) {
-            let Ok(offset) = u32::try_from(at) else { break };
+        let places: Vec<u32> = memchr::memmem::find_iter(strings, &wanted)
+            .map_while(|at| u32::try_from(at).ok())
+            .collect();
+        if places.is_empty() {
+            return false;
+        }
+        let complete = |lazy: &LazyIndex| lazy.index.names[ns as usize].get(name).is_some_and(|s| s.complete);
+        if complete(lazy) {
+            return true;
+        }
+        // With the string in several places (not merged), every unit that
+        // refers to any of them; with one, up to the first that defines it.
+        let stop_early = places.len() == 1;
+        let mut referred = false;
+        for offset in places {
             let bytes = if big {
                 offset.to_be_bytes()
             } else {
                 offset.to_le_bytes()
             };
-            candidates.extend(memchr::memmem::find_iter(info, &bytes).map(|p| p as u64));
-        }
-        if candidates.is_empty() {
-            return;
-        }
-        let starts = self.unit_starts();
-        let mut units: Vec<u64> = candidates
-            .iter()
-            .filter_map(|&p| {
-                let i = starts.partition_point(|&s| s <= p).checked_sub(1)?;
-                starts.get(i).copied()
-            })
-            .collect();
-        units.sort_unstable();
-        units.dedup();
-        for start in units {
-            if lazy.ahead.contains(&start) {
-                continue;
-            }
-            // Units before the sequential position are indexed already.
-            if self.indexed_in_order(lazy, start) {
-                continue;
-            }
-            let Ok(header) = self
-                .dwarf
-                .debug_info
-                .header_from_offset(DebugInfoOffset(start as usize))
-            else {
-                continue;
+            let finder = memchr::memmem::FinderBuilder::new().build_forward_with_ranker(DwarfBytes, &bytes);
+            let starts = self.unit_starts();
+            let mut from = if stop_early {
+                lazy.searched.get(name).map_or(0, |&at| at as usize)
+            } else {
+                0
             };
-            lazy.ahead.insert(start);
-            lazy.units += 1;
-            // A bad unit is left to its turn, which reports it.
-            if self.index_unit(header, &mut lazy.index).is_err() {
-                lazy.ahead.remove(&start);
-                lazy.units -= 1;
+            referred |= from > 0;
+            loop {
+                let Some(p) = first_match(&finder, info, from) else {
+                    from = info.len();
+                    break;
+                };
+                referred = true;
+                let Some(i) = starts.partition_point(|&s| s <= p as u64).checked_sub(1) else {
+                    from = p + 1;
+                    continue;
+                };
+                let start = starts[i];
+                if stop_early && complete(lazy) {
+                    from = start as usize;
+                    break;
+                }
+                // The next candidate is after this unit: it is indexed now.
+                from = starts.get(i + 1).map_or(info.len(), |&next| next as usize).max(p + 1);
+                if lazy.ahead.contains(&start) || self.indexed_in_order(lazy, start) {
+                    continue;
+                }
+                let Ok(header) = self
+                    .dwarf
+                    .debug_info
+                    .header_from_offset(DebugInfoOffset(start as usize))
+                else {
+                    continue;
+                };
+                lazy.ahead.insert(start);
+                lazy.units += 1;
+                // A bad unit is left to its turn, which reports it.
+                if self.index_unit(header, &mut lazy.index).is_err() {
+                    lazy.ahead.remove(&start);
+                    lazy.units -= 1;
+                }
+            }
+            if stop_early {
+                lazy.searched.insert(name.into(), from as u64);
             }
         }
+        if !referred {
+            lazy.no_string_refs = true;
+        }
+        referred
     }
 
     /// Whether the in-order indexing has passed the unit at `start`.
@@ -564,25 +690,27 @@ impl DebugInfo {
     /// A named type in this file or its supplementary file: the complete
     /// definition if there is one, else a declaration (`complete == false`).
     pub fn lookup(&self, ns: Namespace, name: &str) -> Result<Option<(DieRef, bool)>, DwarfError> {
-        let complete = |index: &TypeIndex| index.names[ns as usize].get(name).is_some_and(|s| s.complete);
-        {
-            // Most names are in the headers every unit includes: in order
-            // first, and if the next units do not define it, the units
-            // that may name it.
-            let mut lazy = self.index_until_or(complete, IN_ORDER_FIRST)?;
-            if !complete(&lazy.index) {
-                self.index_by_string(&mut lazy, name);
-            }
-        }
-        let own = self.index_until(complete)?.index.names[ns as usize].get(name).map(|s| {
-            (
-                DieRef {
-                    sup: self.is_sup,
-                    offset: s.offset,
-                },
-                s.complete,
-            )
-        });
+        let own = {
+            let mut lazy = self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let answered = self.index_by_string(&mut lazy, ns, name);
+            drop(lazy);
+            // Else every unit in order, until one defines it.
+            let slot = |lazy: &LazyIndex| lazy.index.names[ns as usize].get(name).copied();
+            let lazy = if answered {
+                self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+            } else {
+                self.index_in_order_until(|lazy| slot(lazy).is_some_and(|s| s.complete))?
+            };
+            slot(&lazy).map(|s| {
+                (
+                    DieRef {
+                        sup: self.is_sup,
+                        offset: s.offset,
+                    },
+                    s.complete,
+                )
+            })
+        };
         if let Some((_, true)) = own {
             return Ok(own);
         }
@@ -596,7 +724,9 @@ impl DebugInfo {
 
     /// The type DIE of a DWARF 5 type unit, by signature.
     fn signature(&self, sig: u64) -> Option<u64> {
-        let lazy = self.index_until(|index| index.signatures.contains_key(&sig)).ok()?;
+        let lazy = self
+            .index_in_order_until(|lazy| lazy.index.signatures.contains_key(&sig))
+            .ok()?;
         lazy.index.signatures.get(&sig).copied()
     }
 

@@ -290,8 +290,8 @@ fn core_file_of_a_rank() {
 
 /// The CLI indexes a library's DWARF a unit at a time, only as far as a
 /// lookup needs: the types Open MPI's debug library asks for are all in the
-/// first part of libmpi's units. Each answer is the one the whole index
-/// gives (the first complete definition, in unit order).
+/// first part of libmpi's units. Each answer is a complete definition with
+/// the layout of the one the whole index gives (the first in unit order).
 #[test]
 fn type_lookups_index_only_the_units_they_need() {
     // Every type libompi_dbg_msgq.so of Open MPI 4.1.4 asks for: all in
@@ -336,6 +336,29 @@ fn type_lookups_find_the_last_units_types_by_their_strings() {
     lookups_index_few_units(&Mpi::Mpich.prefix().join("lib/libmpi.so.12"), &types);
 }
 
+/// A type's layout as a debug library sees it: through typedefs, its tag,
+/// name, size and each member's name and offset.
+type Layout = (String, Option<String>, Option<u64>, Vec<(Option<String>, Option<u64>)>);
+
+fn layout(d: &mpiq_cli::dwarf::DebugInfo, mut r: mpiq_cli::dwarf::DieRef) -> Layout {
+    for _ in 0..16 {
+        let die = d.die(r).expect("DIE");
+        match (die.tag.to_string().as_str(), die.type_ref) {
+            ("DW_TAG_typedef", Some(next)) => r = next,
+            _ => {
+                let members = d
+                    .children(r)
+                    .expect("children")
+                    .into_iter()
+                    .map(|m| (m.name, m.member_location))
+                    .collect();
+                return (die.tag.to_string(), die.name, die.byte_size, members);
+            }
+        }
+    }
+    panic!("a chain of 16 typedefs at {r:?}");
+}
+
 /// Looking `types` up in `libmpi` gives the answers of the whole index,
 /// after indexing under a quarter of its units; a name no unit defines
 /// reads them all.
@@ -359,7 +382,9 @@ fn lookups_index_few_units(libmpi: &std::path::Path, types: &[&str]) {
             found.is_some_and(|(_, complete)| complete),
             "{name} not defined in libmpi"
         );
-        assert_eq!(found, full.lookup(ns, name).expect("lookup"), "{name}");
+        let whole = full.lookup(ns, name).expect("lookup");
+        let ((a, _), (b, _)) = (found.expect("found"), whole.expect("found by the whole index"));
+        assert_eq!(layout(&lazy, a), layout(&full, b), "{name}: {a:?} against {b:?}");
     }
     let (_, read) = lazy.indexed();
     eprintln!(
