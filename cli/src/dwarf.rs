@@ -630,10 +630,6 @@ impl DebugInfo {
                     continue;
                 };
                 let start = starts[i];
-                if stop_early && complete(lazy) {
-                    from = start as usize;
-                    break;
-                }
                 // The next candidate is after this unit: it is indexed now.
                 from = starts.get(i + 1).map_or(info.len(), |&next| next as usize).max(p + 1);
                 if lazy.ahead.contains(&start) || self.indexed_in_order(lazy, start) {
@@ -652,6 +648,10 @@ impl DebugInfo {
                 if self.index_unit(header, &mut lazy.index).is_err() {
                     lazy.ahead.remove(&start);
                     lazy.units -= 1;
+                }
+                // Not a search on to the next reference (which may be far).
+                if stop_early && complete(lazy) {
+                    break;
                 }
             }
             if stop_early {

@@ -158,30 +158,11 @@ pub(crate) struct Symbols {
 impl Symbols {
     /// The symbol tables of `file`, whose bytes are `data`.
     pub(crate) fn read(file: &object::File<'static>, data: &'static [u8]) -> Symbols {
-        let mut tables = Vec::new();
-        match file {
-            object::File::Elf32(elf) => {
-                let endian = elf.endian();
-                for t in [elf.elf_symbol_table(), elf.elf_dynamic_symbol_table()] {
-                    if let Some(strings) = table_strings(elf.elf_section_table(), t.string_section(), endian, data) {
-                        if !t.is_empty() {
-                            tables.push((SymbolTable::Elf32(*t, endian), strings));
-                        }
-                    }
-                }
-            }
-            object::File::Elf64(elf) => {
-                let endian = elf.endian();
-                for t in [elf.elf_symbol_table(), elf.elf_dynamic_symbol_table()] {
-                    if let Some(strings) = table_strings(elf.elf_section_table(), t.string_section(), endian, data) {
-                        if !t.is_empty() {
-                            tables.push((SymbolTable::Elf64(*t, endian), strings));
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
+        let tables = match file {
+            object::File::Elf32(elf) => tables_of(elf, data, SymbolTable::Elf32),
+            object::File::Elf64(elf) => tables_of(elf, data, SymbolTable::Elf64),
+            _ => Vec::new(),
+        };
         Symbols {
             tables,
             has_symtab: file.symbol_table().is_some(),
@@ -222,6 +203,24 @@ impl Symbols {
     pub(crate) fn function(&self, name: &str) -> Option<(u64, u64)> {
         self.find(name, true)
     }
+}
+
+/// The symbol tables of `elf` present and not empty, each with its
+/// strings, as `wrap` makes them.
+fn tables_of<Elf: FileHeader<Endian = object::Endianness>>(
+    elf: &object::read::elf::ElfFile<'static, Elf>,
+    data: &'static [u8],
+    wrap: fn(object::read::elf::SymbolTable<'static, Elf>, object::Endianness) -> SymbolTable,
+) -> Vec<(SymbolTable, &'static [u8])> {
+    let endian = elf.endian();
+    [elf.elf_symbol_table(), elf.elf_dynamic_symbol_table()]
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .filter_map(|t| {
+            let strings = table_strings(elf.elf_section_table(), t.string_section(), endian, data)?;
+            Some((wrap(*t, endian), strings))
+        })
+        .collect()
 }
 
 /// The bytes of the string table at `index` (a symbol table's `sh_link`).
