@@ -124,70 +124,6 @@ impl memchr::arch::all::packedpair::HeuristicFrequencyRank for DwarfBytes {
     }
 }
 
-/// Bytes each thread of [`first_match`] searches at a time.
-const CHUNK: usize = 256 << 10;
-
-/// The first position at or after `from` where `finder`'s needle starts in
-/// `hay`. A long search (MPICH's `MPIR_Comm_list`: all 10 MB of libmpi's
-/// `.debug_info`, 1 to 2 ms in one thread) runs on the machine's cores,
-/// chunk by chunk in turn; a thread stops at the first chunk after one
-/// that held a match, so the answer is the first in order, as one thread's.
-fn first_match(finder: &memchr::memmem::Finder<'_>, hay: &[u8], from: usize) -> Option<usize> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let rest = hay.get(from..)?;
-    let n = finder.needle().len();
-    // A match may start in one chunk and end in the next.
-    let in_chunk = |c: usize| {
-        let start = c * CHUNK;
-        let end = (start + CHUNK + n.saturating_sub(1)).min(rest.len());
-        rest.get(start..end).and_then(|h| finder.find(h)).map(|p| start + p)
-    };
-    // The first chunk alone: most names are in the first units.
-    if let Some(p) = in_chunk(0) {
-        return Some(from + p);
-    }
-    let chunks = rest.len().div_ceil(CHUNK);
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(chunks.saturating_sub(1))
-        .min(8);
-    if threads <= 1 {
-        return (1..chunks).find_map(in_chunk).map(|p| from + p);
-    }
-    // The lowest chunk with a match so far.
-    let found = AtomicUsize::new(usize::MAX);
-    let search = |t: usize| {
-        let mut first = None;
-        for c in (1 + t..chunks).step_by(threads) {
-            if c > found.load(Ordering::Relaxed) {
-                break;
-            }
-            if let Some(p) = in_chunk(c) {
-                found.fetch_min(c, Ordering::Relaxed);
-                first = Some(p);
-                break;
-            }
-        }
-        first
-    };
-    let best = std::thread::scope(|scope| {
-        let others: Vec<_> = (1..threads)
-            .map(|t| {
-                let search = &search;
-                scope.spawn(move || search(t))
-            })
-            .collect();
-        let mine = search(0);
-        others
-            .into_iter()
-            // A thread that panicked found nothing it could tell.
-            .filter_map(|h| h.join().ok().flatten())
-            .chain(mine)
-            .min()
-    });
-    best.map(|p| from + p)
-}
-
 /// The index of one file and how far it got.
 struct LazyIndex {
     index: TypeIndex,
@@ -620,7 +556,7 @@ impl DebugInfo {
             };
             referred |= from > 0;
             loop {
-                let Some(p) = first_match(&finder, info, from) else {
+                let Some(p) = info.get(from..).and_then(|rest| finder.find(rest)).map(|p| from + p) else {
                     from = info.len();
                     break;
                 };
