@@ -143,7 +143,8 @@ struct mpiq_recorder_call_record {
     uint64_t seq;        /* the record's number (index + 1); see above */
     uint64_t start_ns;   /* CLOCK_MONOTONIC_COARSE when the call began
                           * (to the kernel's tick, 1-10 ms; CLOCK_MONOTONIC
-                          * with MPIQ_RECORDER_CLOCK=precise) */
+                          * with MPIQ_RECORDER_CLOCK=precise); 0: the call
+                          * has just begun, its clock read comes next */
     uint64_t end_ns;     /* when it returned; 0: the process is in it */
     uint64_t comm;       /* the communicator handle as passed (0: none) */
     uint64_t request;    /* the request it started, or the first it waits on

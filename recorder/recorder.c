@@ -360,7 +360,9 @@ static inline uint64_t count_up(uint64_t *n)
 }
 
 /* A record claimed and written, not yet published: begin() publishes it at
- * once, the wait calls once they have counted their requests. */
+ * once, the wait calls once they have counted their requests. Its clock is
+ * read once it is published (publish()): a thread stopped in the clock
+ * read is seen in its call, with its arguments, not between two calls. */
 static inline __attribute__((always_inline)) struct call claim(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective)
 {
 #ifdef MPIQ_RECORDER_PASS_THROUGH
@@ -375,7 +377,7 @@ static inline __attribute__((always_inline)) struct call claim(int what, H comm,
     struct mpiq_recorder_call_record *r = &R.calls[i % MPIQ_RECORDER_CALLS];
     __atomic_store_n(&r->seq, 0, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    r->start_ns = now_ns();
+    r->start_ns = 0;
     r->end_ns = 0;
     r->comm = comm == NO_COMM ? 0 : value(comm);
     r->request = 0;
@@ -400,8 +402,10 @@ static inline __attribute__((always_inline)) struct call claim(int what, H comm,
 
 static void publish(struct call c)
 {
-    if (c.r)
+    if (c.r) {
         __atomic_store_n(&c.r->seq, c.seq, __ATOMIC_RELEASE);
+        __atomic_store_n(&c.r->start_ns, now_ns(), __ATOMIC_RELAXED);
+    }
 }
 
 struct call begin(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective)

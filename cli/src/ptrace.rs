@@ -287,7 +287,11 @@ fn tracer_main(pid: i32, ready: Sender<Ready>, rx: Receiver<Cmd>) {
     // Counted on every path out: the time the process could not run.
     let _count = Counted(pid, seized);
     match attach_all(pid, &mut traced) {
-        Ok(info) => {
+        Ok(mut info) => {
+            if !info.was_stopped {
+                settle(pid, &mut traced);
+                info.threads = traced.iter().filter(|t| !t.gone).count();
+            }
             // Here: ptrace requests must come from the thread that seized.
             let regs = traced
                 .iter()
@@ -503,6 +507,85 @@ fn wait_stopped(pid: i32, traced: &mut [Traced]) -> Result<(), AttachError> {
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(5));
+    }
+}
+
+/// How many times a thread caught in the flight recorder's own code is let
+/// run out of it, and for how long each time.
+const SETTLE_ROUNDS: usize = 4;
+const SETTLE_RUN: Duration = Duration::from_micros(100);
+
+/// The executable mappings of mpiq's flight recorder in `pid`
+/// (`libmpiq_recorder*.so`, preloaded by `mpiq run`) and, when it has one,
+/// of the vDSO, where its clock reads run: [start, end). Empty without the
+/// recorder.
+fn recorder_text(pid: i32) -> Vec<(u64, u64)> {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+        return Vec::new();
+    };
+    let text = maps
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split_whitespace();
+            let (range, perms) = (f.next()?, f.next()?);
+            let path = f.nth(3)?;
+            let name = path.rsplit('/').next()?;
+            let recorder = name.starts_with("libmpiq_recorder");
+            if !perms.contains('x') || !(recorder || path == "[vdso]") {
+                return None;
+            }
+            let (a, b) = range.split_once('-')?;
+            Some((
+                recorder,
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        })
+        .collect::<Vec<_>>();
+    if !text.iter().any(|&(recorder, ..)| recorder) {
+        return Vec::new();
+    }
+    text.into_iter().map(|(_, a, b)| (a, b)).collect()
+}
+
+/// Lets each thread stopped in mpiq's flight recorder's own code (or in the
+/// vDSO, where its clock reads run) run out of it (at most [`SETTLE_ROUNDS`] times, [`SETTLE_RUN`] each), its other
+/// threads still stopped. There, around the MPI's call, the call's record
+/// may not be written yet or no longer running, and the recorder, built
+/// without debug information, gives no arguments of its own: the thread's
+/// call would show without its communicator, peer and tag. A moment later
+/// it is inside the MPI (blocked, or polling) with its record running, or
+/// back in the program. A thread that stopped for a signal of its own stays
+/// as it is (the signal is handed back at detach). A thread of the
+/// program's own in the vDSO comes out of it as soon.
+fn settle(pid: i32, traced: &mut [Traced]) {
+    let text = recorder_text(pid);
+    if text.is_empty() {
+        return;
+    }
+    let inside = |tid: Pid| ptrace::getregs(tid).is_ok_and(|r| text.iter().any(|&(a, b)| (a..b).contains(&r.rip)));
+    for _ in 0..SETTLE_ROUNDS {
+        let mut resumed = Vec::new();
+        for t in traced.iter_mut() {
+            if t.gone || !t.stopped || t.signal.is_some() || !inside(t.tid) {
+                continue;
+            }
+            if ptrace::cont(t.tid, None).is_ok() {
+                t.stopped = false;
+                resumed.push(t.tid);
+            }
+        }
+        if resumed.is_empty() {
+            return;
+        }
+        std::thread::sleep(SETTLE_RUN);
+        for tid in &resumed {
+            // ESRCH: it exited meanwhile (wait_stopped sees it gone).
+            let _ = ptrace::interrupt(*tid);
+        }
+        if wait_stopped(pid, traced).is_err() {
+            return;
+        }
     }
 }
 

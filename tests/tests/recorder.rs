@@ -14,7 +14,9 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use mpiq_tests::example::compile;
-use mpiq_tests::frontends::{cli, cli_cores};
+use mpiq_tests::fixtures::WorkDir;
+use mpiq_tests::frontends::{cli, cli_command, cli_cores};
+use mpiq_tests::run::run;
 use mpiq_tests::{build_recorder, examples_build_dir, examples_source_dir, gdb, Example, Job, Mpi};
 use serde_json::Value;
 
@@ -187,4 +189,74 @@ fn a_recorded_fortran_deadlock_under_debians_open_mpi() {
     assert_eq!(names, ["init", "irecv", "wait"], "each Fortran call once: {rec:#}");
     let q = &rec["pending"][0];
     assert_eq!((q["peer"].as_i64(), q["tag"].as_i64()), (Some(2), Some(401)), "{q:#}");
+}
+
+/// The livelock example (every rank calls `MPI_Iprobe` on `MPI_COMM_WORLD` in a tight loop,
+/// some hundred nanoseconds a call, much of it in the recorder's own code around the MPI's)
+/// under the test bed's MPICH, preloaded with the recorder as mpiq ships it (no debug
+/// information: `mpiq setup recorder`'s copy): in each of 60 dumps of its 4 ranks at once, every
+/// rank's call has its communicator, from its frames or from the recorder's running record of
+/// it. A rank stopped in the recorder's code outside any running record (before its record is
+/// published, after it ended) would show its call with neither: mpiq lets such a thread run out
+/// of the recorder before reading it (`cli/src/ptrace.rs`'s `settle`), and the recorder reads
+/// its clock once the record is published. Without both, about 1 rank-sample in 80 was such a
+/// one here (`mpiq run --detect` once named a rank of this job without its communicator).
+#[test]
+fn polling_ranks_keep_their_communicator() {
+    const SAMPLES: usize = 60;
+    gdb::require_ptrace();
+    let mpi = Mpi::Mpich;
+    let cache = WorkDir::new("polling-ranks");
+    let mut setup = cli_command(&["setup", "recorder"]);
+    setup.env("XDG_CACHE_HOME", cache.path("cache"));
+    let out = run(setup);
+    let lib = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("export LD_PRELOAD="))
+        .find_map(|l| l.split('$').next())
+        .unwrap_or_else(|| panic!("mpiq setup recorder gave no LD_PRELOAD line: {}", out.all()))
+        .to_string();
+    let n = 4;
+    let job = Job::builder(mpi, Example::Livelock)
+        .nprocs(n)
+        .env("LD_PRELOAD", &lib)
+        .start();
+    let pids = job
+        .ranks()
+        .iter()
+        .map(|r| r.pid.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut seen = 0;
+    for s in 0..SAMPLES {
+        let r = cli(&["queues", "--pid", &pids, "--format", "json"]);
+        let v = r.json_exact();
+        for p in v["processes"].as_array().expect("processes") {
+            let running: Vec<(u64, &str)> = p["recorder"]["calls"]
+                .as_array()
+                .unwrap_or_else(|| panic!("sample {s}: no recorder: {p:#}"))
+                .iter()
+                .filter(|c| c["end_ns"].is_null())
+                .filter_map(|c| Some((c["tid"].as_u64()?, c["call"].as_str()?)))
+                .collect();
+            for c in p["stacks"]["calls"].as_array().into_iter().flatten() {
+                assert_eq!(c["call"], "iprobe", "sample {s}: {c:#}");
+                seen += 1;
+                let tid = c["tid"].as_u64().expect("tid");
+                assert!(
+                    c["communicator"].is_string() || running.contains(&(tid, "iprobe")),
+                    "sample {s}: thread {tid}'s MPI_Iprobe has no communicator and the recorder no \
+                     running record of it:\n{c:#}\nthe thread: {:#}\nthe recorder: {:#}",
+                    p["stacks"]["threads"],
+                    p["recorder"]["calls"]
+                );
+            }
+        }
+    }
+    // Most dumps catch every rank in its MPI_Iprobe (the rest in main's loop, between two).
+    assert!(
+        seen > SAMPLES * n / 2,
+        "only {seen} calls seen in {SAMPLES} dumps of {n} ranks"
+    );
 }

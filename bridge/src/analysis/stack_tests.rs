@@ -213,6 +213,33 @@ fn iprobe_loop(computing: Option<i32>) -> Snapshot {
     snapshot(ps)
 }
 
+/// One sample of the livelock: every rank inside MPI, polling for a message
+/// nothing in the job could send. Whether they keep polling only a second
+/// sample tells: `unknown`, naming where they are, never the all-clear.
+/// One rank caught computing between two calls can still send: no
+/// deadlock, the polling ranks named.
+#[test]
+fn every_rank_polling_on_one_sample_is_unknown_never_an_all_clear() {
+    let a = analyze(&iprobe_loop(None), None);
+    assert_eq!(a.verdict, Verdict::Unknown, "{a:#?}");
+    assert_eq!(
+        a.summary,
+        "unknown: every rank is inside MPI and no queue shows what would serve them: ranks 0-2 wait in \
+         MPI_Iprobe on MPI_COMM_WORLD (app.c:32); a test or probe returns at once, and one sample cannot \
+         tell whether they keep calling it: a second sample would tell whether they move"
+    );
+    let b = analyze(&iprobe_loop(Some(1)), None);
+    assert_eq!(b.verdict, Verdict::NoDeadlock, "{b:#?}");
+    assert!(!b.summary.contains("every pending receive"), "{}", b.summary);
+    assert!(
+        b.summary.starts_with(
+            "no deadlock found on one sample: ranks 0 and 2 wait in MPI_Iprobe on MPI_COMM_WORLD (app.c:32); rank 1 "
+        ),
+        "{}",
+        b.summary
+    );
+}
+
 #[test]
 fn a_rank_that_moved_is_named_with_the_ranks_still_waiting_never_an_all_clear() {
     let a = analyze_samples(&iprobe_loop(None), Some(&iprobe_loop(Some(1))), Some(700));

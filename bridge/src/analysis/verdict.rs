@@ -120,6 +120,26 @@ fn moved_words(inp: &Inputs<'_>, words: &str) -> String {
     out
 }
 
+/// What is said of ranks polling on one sample.
+const POLL_WORDS: &str = "a test or probe returns at once, and one sample cannot tell whether they keep calling it: a \
+                          second sample would tell whether they move";
+
+/// The ranks in a test or probe call (`MPI_Test`, `MPI_Iprobe`) with no
+/// wait the queues resolve: on one sample, whether they poll for ever is
+/// not known.
+fn polling_ranks(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, waits: &[Wait]) -> Vec<i64> {
+    nodes
+        .iter()
+        .copied()
+        .filter(|r| {
+            let Some(Place::InMpi(calls)) = inp.stacks.places.get(r) else {
+                return false;
+            };
+            calls.iter().any(|c| matches!(c.class, CallClass::Poll { .. })) && !waits.iter().any(|w| w.rank == *r)
+        })
+        .collect()
+}
+
 /// What the stall rule found, when its conditions held.
 enum Stall {
     /// No rank can make progress: why.
@@ -426,13 +446,28 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         notes.push(format!("and {more} more waits that could not be decided"));
     }
 
-    let verdict = if !dead.is_empty() {
+    let mut verdict = if !dead.is_empty() {
         Verdict::Deadlock
     } else if !unknown.is_empty() || !undecided.is_empty() || nodes.is_empty() {
         Verdict::Unknown
     } else {
         Verdict::NoDeadlock
     };
+    // One sample, ranks in a test or probe that nothing the queues show
+    // serves: it returns at once, and only a second sample tells whether
+    // they keep calling it. When every rank is inside MPI, none is shown
+    // able to send what they poll for: unknown.
+    let polling = if verdict == Verdict::NoDeadlock && inp.progress.is_none() {
+        polling_ranks(&inp, &nodes, waits)
+    } else {
+        Vec::new()
+    };
+    let all_in_mpi = nodes
+        .iter()
+        .all(|r| matches!(inp.stacks.places.get(r), Some(Place::InMpi(_))));
+    if !polling.is_empty() && all_in_mpi {
+        verdict = Verdict::Unknown;
+    }
     if verdict == Verdict::Deadlock && inp.progress.is_none() {
         notes.push(
             "decided on one sample: a message in flight (or an eager send Open MPI no longer lists) does not \
@@ -502,6 +537,11 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
                 None => said,
             }
         }
+        Verdict::Unknown if !polling.is_empty() => {
+            let all: Vec<i64> = nodes.iter().copied().collect();
+            let said = ranks_said(inp.stacks.snap, job, inp.stacks.places, &all, 4).unwrap_or_default();
+            format!("unknown: every rank is inside MPI and no queue shows what would serve them: {said}; {POLL_WORDS}")
+        }
         Verdict::Unknown => {
             let mut parts: Vec<String> = waited_words.iter().cloned().collect();
             if nodes.is_empty() {
@@ -539,6 +579,13 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
             // moving ranks are named with where they went, and the others
             // with where they wait, never the all-clear.
             (None, Some(words), true) => moved_words(&inp, words),
+            // Polling ranks beside ranks that can still act: named, with
+            // where the others are.
+            _ if !polling.is_empty() => {
+                let all: Vec<i64> = nodes.iter().copied().collect();
+                let said = ranks_said(inp.stacks.snap, job, inp.stacks.places, &all, 4).unwrap_or_default();
+                format!("no deadlock found on one sample: {said}; {POLL_WORDS}")
+            }
             _ => "no deadlock found: every pending receive has a matching send or the sender can still run".to_string(),
         },
     };

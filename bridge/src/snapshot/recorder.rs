@@ -94,7 +94,8 @@ pub struct RecordedCall {
     /// The calling thread.
     pub tid: u64,
     /// When it began and returned (CLOCK_MONOTONIC of the process's node);
-    /// no end: the process is in it.
+    /// no end: the process is in it. A start of 0: the call had just begun
+    /// and its clock was being read.
     pub start_ns: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_ns: Option<u64>,
