@@ -165,14 +165,28 @@ impl JobBuilder {
         self
     }
 
-    /// Builds the example if needed, starts the job and waits until every rank is ready.
+    /// Builds the example if needed, starts the job and waits until every rank is ready. A
+    /// job whose start failed because Open MPI's TCP BTL could not connect two of its ranks
+    /// ([`JobError::open_mpi_tcp_connect_failed`]) is started once more, saying so on stderr.
     ///
     /// # Panics
-    /// On any failure, with the captured output: see [`JobBuilder::try_start`].
+    /// On any other failure, or that one twice, with the captured output: see
+    /// [`JobBuilder::try_start`].
     pub fn start(self) -> Job {
         let nprocs = self.launcher.nprocs().unwrap_or(self.nprocs);
         let what = format!("{} x{nprocs} under {} ({})", self.what, self.mpi, self.launcher);
-        self.try_start().unwrap_or_else(|e| panic!("starting {what}: {e}"))
+        match self.clone().try_start() {
+            Ok(job) => job,
+            Err(e) if e.open_mpi_tcp_connect_failed() => {
+                eprintln!(
+                    "[mpiq-tests] RETRY: starting {what}: Open MPI's TCP BTL could not connect two of its \
+                     ranks while they started; starting the job once more. The first start:\n{e}"
+                );
+                self.try_start()
+                    .unwrap_or_else(|e| panic!("starting {what} (the second time): {e}"))
+            }
+            Err(e) => panic!("starting {what}: {e}"),
+        }
     }
 
     /// [`JobBuilder::start`], or `None` after printing `SKIPPED: ...` with the reason when
