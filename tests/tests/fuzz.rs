@@ -511,7 +511,7 @@ fn check_case(src: &Source, seed: u64) -> (Vec<String>, Option<Verdict>, Duratio
                     Verdict::Marked
                 }
             } else {
-                if tally.seen_failures + tally.failed_lookups > 0 {
+                if tally.seen_failures + tally.failed_lookups > 0 && !mutations_alone(src, &plan, &snap) {
                     bad.push(format!(
                         "{} read(s) and {} lookup(s) failed, the result differs from the fault-free one, \
                          and nothing says so:\n{}",
@@ -525,6 +525,28 @@ fn check_case(src: &Source, seed: u64) -> (Vec<String>, Option<Verdict>, Duratio
         }
     };
     (bad, Some(verdict), elapsed, limit_hit)
+}
+
+/// Whether the mutations of `plan` alone, with no read or lookup failing,
+/// give the same snapshot `snap`: then its failures changed nothing (a
+/// lookup the dump did not need, such as `mpiq_recorder` in a process
+/// without the recorder), and its difference from the fault-free one is the
+/// mutated data's, which no reader can tell from true data (seen in CI: 20
+/// operations read as 6 with pointers patched and the recorder's lookup
+/// failed).
+fn mutations_alone(src: &Source, plan: &Plan, snap: &ProcessSnapshot) -> bool {
+    if plan.faults.patches.is_empty() {
+        return false;
+    }
+    let only = Plan {
+        faults: Faults {
+            patches: plan.faults.patches.clone(),
+            salt: plan.faults.salt,
+            ..Faults::default()
+        },
+        user_dll: plan.user_dll,
+    };
+    matches!(run_plan(src, &only, only.user_dll), (Ok(Ok(alone)), _) if alone == *snap)
 }
 
 fn queues(p: &ProcessSnapshot) -> impl Iterator<Item = &mpiq::Queue> {
