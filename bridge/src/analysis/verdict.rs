@@ -468,6 +468,11 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
     if !polling.is_empty() && all_in_mpi {
         verdict = Verdict::Unknown;
     }
+    // Where every rank is, said once for both verdicts that name the polling ranks.
+    let polling_said = (!polling.is_empty()).then(|| {
+        let all: Vec<i64> = nodes.iter().copied().collect();
+        ranks_said(inp.stacks.snap, job, inp.stacks.places, &all, 4).unwrap_or_default()
+    });
     if verdict == Verdict::Deadlock && inp.progress.is_none() {
         notes.push(
             "decided on one sample: a message in flight (or an eager send Open MPI no longer lists) does not \
@@ -537,11 +542,10 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
                 None => said,
             }
         }
-        Verdict::Unknown if !polling.is_empty() => {
-            let all: Vec<i64> = nodes.iter().copied().collect();
-            let said = ranks_said(inp.stacks.snap, job, inp.stacks.places, &all, 4).unwrap_or_default();
-            format!("unknown: every rank is inside MPI and no queue shows what would serve them: {said}; {POLL_WORDS}")
-        }
+        Verdict::Unknown if polling_said.is_some() => format!(
+            "unknown: every rank is inside MPI and no queue shows what would serve them: {}; {POLL_WORDS}",
+            polling_said.as_deref().unwrap_or_default()
+        ),
         Verdict::Unknown => {
             let mut parts: Vec<String> = waited_words.iter().cloned().collect();
             if nodes.is_empty() {
@@ -581,11 +585,10 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
             (None, Some(words), true) => moved_words(&inp, words),
             // Polling ranks beside ranks that can still act: named, with
             // where the others are.
-            _ if !polling.is_empty() => {
-                let all: Vec<i64> = nodes.iter().copied().collect();
-                let said = ranks_said(inp.stacks.snap, job, inp.stacks.places, &all, 4).unwrap_or_default();
-                format!("no deadlock found on one sample: {said}; {POLL_WORDS}")
-            }
+            _ if polling_said.is_some() => format!(
+                "no deadlock found on one sample: {}; {POLL_WORDS}",
+                polling_said.as_deref().unwrap_or_default()
+            ),
             _ => "no deadlock found: every pending receive has a matching send or the sender can still run".to_string(),
         },
     };

@@ -188,10 +188,11 @@ fn read(target: &mut dyn Target, threads: &[ThreadStack], communicators: &[Commu
 /// `PMPI_X`, the next entry point inwards, whose are read instead.
 fn beneath_recorder(t: &ThreadStack, entry: usize) -> usize {
     let recorder = |i: usize| {
-        t.frames[i]
-            .object
-            .as_deref()
-            .is_some_and(|o| o.rsplit('/').next().is_some_and(|f| f.starts_with("libmpiq_recorder")))
+        t.frames[i].object.as_deref().is_some_and(|o| {
+            o.rsplit('/')
+                .next()
+                .is_some_and(|f| f.starts_with(crate::recorder::LIBRARY_PREFIX))
+        })
     };
     if !recorder(entry) {
         return entry;
