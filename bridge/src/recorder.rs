@@ -15,10 +15,6 @@ use crate::target::{ByteOrder, Target, TargetError};
 /// The symbol the recorder's header is at.
 pub const SYMBOL: &str = "mpiq_recorder";
 
-/// How the recorder's library file is named (`libmpiq_recorder.so`, also
-/// the control builds' copies): how its frames and mappings are told.
-pub const LIBRARY_PREFIX: &str = "libmpiq_recorder";
-
 const MAGIC: &[u8; 8] = b"MPIQREC\0";
 const HEADER_LEN: usize = 120;
 const CALL_LEN: usize = 88;

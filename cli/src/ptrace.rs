@@ -530,7 +530,7 @@ fn recorder_text(pid: i32) -> Vec<(u64, u64)> {
             let (range, perms) = (f.next()?, f.next()?);
             let path = f.nth(3)?;
             let name = path.rsplit('/').next()?;
-            let recorder = name.starts_with(mpiq::recorder::LIBRARY_PREFIX);
+            let recorder = name.starts_with(mpiq::stacks::RECORDER_LIBRARY_PREFIX);
             if !perms.contains('x') || !(recorder || path == "[vdso]") {
                 return None;
             }

@@ -191,7 +191,7 @@ fn beneath_recorder(t: &ThreadStack, entry: usize) -> usize {
         t.frames[i].object.as_deref().is_some_and(|o| {
             o.rsplit('/')
                 .next()
-                .is_some_and(|f| f.starts_with(crate::recorder::LIBRARY_PREFIX))
+                .is_some_and(|f| f.starts_with(super::RECORDER_LIBRARY_PREFIX))
         })
     };
     if !recorder(entry) {

@@ -5,6 +5,10 @@
 //! thread's call say (`args`); and every rank's stacks merged into one
 //! tree, as STAT draws them (`tree`, with rank ranges in `ranks`).
 
+/// How mpiq's flight recorder's library file is named (`libmpiq_recorder.so`,
+/// also the control builds' copies): how its frames and mappings are told.
+pub const RECORDER_LIBRARY_PREFIX: &str = "libmpiq_recorder";
+
 pub mod args;
 pub mod names;
 pub mod position;
