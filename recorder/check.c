@@ -21,7 +21,9 @@
  * names, persistent or not; the large-count functions (MPI_Mrecv_c, ...)
  * are recorded as the calls they widen, and an MPI without them has them
  * anyway (passed on to MPI_Mrecv, ...: mpi4py calls them when it finds
- * them).
+ * them); each datatype's size, predefined or derived, also where a derived
+ * datatype takes the place of a freed one; each communicator's collectives
+ * counted on their own when calls go from one to the other.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -436,6 +438,64 @@ static void proc_null(void)
     MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
 }
 
+/* The size of each send's datatype, `want`. */
+static void sent_size(MPI_Datatype type, int want, const char *what)
+{
+    char buf[64] = {0};
+    MPI_Send(buf, 1, type, MPI_PROC_NULL, 44, MPI_COMM_WORLD);
+    const Call *c = LAST(MPIQ_CALL_SEND);
+    if (c) {
+        EQ(c->type_size, want, what);
+        EQ(c->peer, MPIQ_PEER_PROC_NULL, "MPI_Send to MPI_PROC_NULL: peer");
+    }
+}
+
+/* Datatype sizes, which the recorder keeps for predefined datatypes (Open
+ * MPI) or reads from the handle (MPICH): the same one again, others, and
+ * derived datatypes made and freed in turn (one may get the address of the
+ * one freed before it: its size is asked for anew); the collective counts
+ * of two communicators called in turn. */
+static void sizes(void)
+{
+    sent_size(MPI_DOUBLE, 8, "MPI_DOUBLE");
+    sent_size(MPI_CHAR, 1, "MPI_CHAR");
+    sent_size(MPI_DOUBLE, 8, "MPI_DOUBLE again");
+    sent_size(MPI_SHORT, 2, "MPI_SHORT");
+    sent_size(MPI_INT, 4, "MPI_INT");
+    sent_size(MPI_LONG_DOUBLE, (int)sizeof(long double), "MPI_LONG_DOUBLE");
+    sent_size(MPI_DOUBLE_INT, 12, "MPI_DOUBLE_INT"); /* its data, not its extent */
+    for (int round = 0; round < 4; round++) {
+        MPI_Datatype t;
+        int n = round % 2 ? 5 : 3;
+        MPI_Type_contiguous(n, round % 2 ? MPI_DOUBLE : MPI_INT, &t);
+        MPI_Type_commit(&t);
+        sent_size(t, round % 2 ? 40 : 12, "a derived datatype");
+        sent_size(t, round % 2 ? 40 : 12, "a derived datatype again");
+        MPI_Type_free(&t);
+    }
+    sent_size(MPI_DOUBLE, 8, "MPI_DOUBLE after derived datatypes");
+
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    double x = 1, y = 0;
+    const Call *c;
+    uint64_t seq[4] = {0, 0, 0, 0};
+    MPI_Comm order[4] = {dup, MPI_COMM_WORLD, dup, MPI_COMM_WORLD};
+    for (int k = 0; k < 4; k++) {
+        MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, order[k]);
+        if ((c = LAST(MPIQ_CALL_ALLREDUCE))) {
+            EQ(c->comm, WORD(order[k]), "MPI_Allreduce: comm");
+            EQ(c->type_size, 8, "MPI_Allreduce: type_size");
+            seq[k] = c->coll_seq;
+        }
+    }
+    EQ(seq[2], seq[0] + 1, "MPI_Allreduce: the second on the duplicate, its number");
+    EQ(seq[3], seq[1] + 1, "MPI_Allreduce: the second on MPI_COMM_WORLD, its number");
+    EQ(seq[0], 1, "MPI_Allreduce: the first on the duplicate, its number");
+    EQ(seq[1] > 1, 1, "MPI_Allreduce on MPI_COMM_WORLD after others: its number past 1");
+    MPI_Comm_free(&dup);
+}
+
 static void any(void)
 {
     int a = 0, b = 0, pa = 0, pb = 0;
@@ -549,6 +609,7 @@ int main(int argc, char **argv)
         persistent();
         any();
         proc_null();
+        sizes();
     }
 
     int all = 0;

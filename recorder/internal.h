@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "mpiq_recorder.h"
 
@@ -159,6 +160,11 @@ struct mpi {
     /* The MPI was started at MPI_THREAD_MULTIPLE (or could not say): calls
      * may come from several threads at once. */
     int concurrent;
+    /* Open MPI: the address ranges of the executable's and libmpi's
+     * images, where its predefined objects are (the executable holds the
+     * ones it names, copied there at load time). A datatype there is one
+     * of them, never freed: its size is kept (type_sizes). */
+    uint64_t image_lo[2], image_hi[2];
 };
 extern struct mpi M;
 
@@ -194,7 +200,37 @@ static inline int32_t tag_of(int tag)
     return tag == M.any_tag ? MPIQ_TAG_ANY : tag;
 }
 
-uint64_t now_ns(void);
+/* The tables, one static block: mpiq_recorder, the symbol readers find.
+ * Here by a hidden name (`recorder_block`, the same object), which the
+ * library reaches at a fixed offset from its code, not through the GOT. */
+struct mpiq_recorder_block {
+    struct mpiq_recorder_header h;
+    struct mpiq_recorder_call_record calls[MPIQ_RECORDER_CALLS];
+    struct mpiq_recorder_pending pending[MPIQ_RECORDER_PENDING];
+    struct mpiq_recorder_comm comms[MPIQ_RECORDER_COMMS];
+    int32_t world_ranks[MPIQ_RECORDER_WORLD_RANKS];
+};
+extern struct mpiq_recorder_block recorder_block;
+#define R recorder_block
+
+/* The clock of the records (recorder.c) and the function that reads it:
+ * the vDSO's own clock_gettime once the MPI is looked up (no call through
+ * libc's), libc's until then or without a vDSO. */
+extern clockid_t clock_id;
+extern int (*clock_read)(clockid_t, struct timespec *);
+
+static inline uint64_t now_ns(void)
+{
+#ifdef MPIQ_RECORDER_NO_CLOCK
+    /* mpiq-bench's other control build: every record, and no clock read
+     * (what the two reads a call cost). Never 0: a call that returned is
+     * told from one the process is in by its end. */
+    return 1;
+#endif
+    struct timespec t;
+    clock_read(clock_id, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 /* The end of call `c`: unless the ring went round meanwhile and the record
  * is another's. */
@@ -204,7 +240,7 @@ static inline void end(struct call c)
         __atomic_store_n(&c.r->end_ns, now_ns(), __ATOMIC_RELEASE);
 }
 
-int ready(void);
+__attribute__((cold)) int ready(void);
 
 /* Whether calls can be passed on (ready()), at the cost of one load once
  * the MPI is up. */
@@ -218,7 +254,7 @@ static inline int on(void)
 
 int recording(void);
 int status_source_tag(const void *status, int *source, int *tag);
-struct call begin(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective);
+__attribute__((cold)) struct call begin_slow(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective);
 struct call begin_wait(int what, int n, const void *reqs, int *tracked);
 struct call begin_start(int what, int n, const void *reqs);
 void pending_add(struct call c, const void *out);
@@ -228,6 +264,165 @@ void activate(struct call c, int n, const void *reqs);
 void completed(int n, const void *reqs, int done, const int *which);
 struct mpiq_recorder_comm *comm_entry(H c);
 void comm_forget(uint64_t h);
+
+/* ---- the hot path: begin() ------------------------------------------- */
+
+/* What the hot path keeps of the calling thread (one TLS block: one
+ * look-up of its offset). */
+struct thread {
+    /* The communicator of the thread's last call: most calls are on the
+     * one before's. */
+    struct mpiq_recorder_comm *last_comm;
+    /* The thread's kernel id, 0 until its first recorded call. */
+    uint32_t id;
+};
+extern TLS struct thread self;
+
+/* Counter `*n` up by one; its value before. An atomic read-modify-write
+ * (a locked instruction, some 9 ns) only where threads may call MPI at
+ * once: at MPI_THREAD_SERIALIZED and below, the program orders its MPI
+ * calls itself, and what orders them orders these counts too. */
+static inline __attribute__((always_inline)) uint64_t count_up(uint64_t *n)
+{
+    if (M.concurrent)
+        return __atomic_fetch_add(n, 1, __ATOMIC_RELAXED);
+    uint64_t v = __atomic_load_n(n, __ATOMIC_RELAXED);
+    __atomic_store_n(n, v + 1, __ATOMIC_RELAXED);
+    return v;
+}
+
+/* The sizes of Open MPI's predefined datatypes, asked of the MPI once
+ * each (recorder.c's size_of()): an entry is written once (state 0 free,
+ * 1 being written, 2 written) and never changes, as the datatype it is of
+ * is never freed. */
+struct type_size {
+    uint64_t handle;
+    int32_t size;
+    uint32_t state;
+};
+#define TYPE_SIZES 128u
+extern struct type_size type_sizes[TYPE_SIZES];
+
+static inline uint32_t type_slot(uint64_t h)
+{
+    return (uint32_t)((h * 0x9E3779B97F4A7C15ull) >> 57); /* 0-127 */
+}
+
+/* The size of datatype `type` where it is known without asking the MPI:
+ * MPICH's predefined datatypes carry it in the handle (kind builtin, 01 in
+ * bits 31-30; object datatype, 0011 in bits 29-26; the size in bits 15-8:
+ * mpir_objects.h, MPIR_Datatype_get_basic_size); Open MPI's, once asked,
+ * are in type_sizes. 0 when not known so. */
+static inline int size_known(H type, int32_t *size)
+{
+    uint64_t h = value(type);
+    if (M.flavour == MPIQ_FLAVOUR_MPICH) {
+        if ((h & 0xfc000000u) != 0x4c000000u)
+            return 0;
+        *size = (int32_t)((h >> 8) & 0xffu);
+        return 1;
+    }
+    const struct type_size *e = &type_sizes[type_slot(h)];
+    if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != 2 || e->handle != h)
+        return 0;
+    *size = e->size;
+    return 1;
+}
+
+/* `first` at `at` and `second` after it, in one store. */
+static inline void store_pair(void *at, int32_t first, int32_t second)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t v = (uint64_t)(uint32_t)first | (uint64_t)(uint32_t)second << 32;
+#else
+    uint64_t v = (uint64_t)(uint32_t)first << 32 | (uint64_t)(uint32_t)second;
+#endif
+    __builtin_memcpy(at, &v, sizeof v);
+}
+
+/* The record `i` (the `i`th call, from 0) written but for its number and
+ * start: `type_size` and `tid` known, `coll` the communicator whose
+ * collective this is (NULL: none). Not published. */
+static inline __attribute__((always_inline)) struct call fill(uint64_t i, int what, H comm, int32_t peer, int32_t tag,
+                                                              int64_t count, int32_t type_size, uint32_t tid,
+                                                              struct mpiq_recorder_comm *coll)
+{
+    struct mpiq_recorder_call_record *r = &R.calls[i % MPIQ_RECORDER_CALLS];
+    /* In a register from here on: the compiler would work the address out
+     * again for each field. */
+    __asm__("" : "+r"(r));
+    __atomic_store_n(&r->seq, 0, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    r->start_ns = 0;
+    r->end_ns = 0;
+    r->comm = comm == NO_COMM ? 0 : value(comm);
+    r->request = 0;
+    r->coll_seq = coll ? count_up(&coll->collectives) + 1 : 0;
+    int32_t n = count > INT32_MAX ? INT32_MAX : count < INT32_MIN ? INT32_MIN : (int32_t)count;
+    /* Two fields a store (they are pairs of 4 bytes at 8-byte offsets). */
+    store_pair(&r->call, what, peer);
+    store_pair(&r->tag, tag, n);
+    store_pair(&r->type_size, type_size, (int32_t)tid);
+    store_pair(&r->peer2, MPIQ_PEER_NONE, MPIQ_TAG_NONE);
+    store_pair(&r->requests_active, 0, 0);
+    /* The next record's lines asked for now, to be written: they arrive
+     * while the MPI works, not when the next call waits for them (the
+     * ring's lines are long out of the cache by the time it comes round). */
+    const char *next = (const char *)&R.calls[(i + 1) % MPIQ_RECORDER_CALLS];
+    __builtin_prefetch(next, 1, 3);
+    __builtin_prefetch(next + sizeof *r - 1, 1, 3);
+    return (struct call){r, i + 1};
+}
+
+/* Record `c` readable (its number), then its start: a thread stopped in
+ * the clock read is seen in its call, with its arguments, not between two
+ * calls. */
+static inline void publish(struct call c)
+{
+    if (c.r) {
+        __atomic_store_n(&c.r->seq, c.seq, __ATOMIC_RELEASE);
+        __atomic_store_n(&c.r->start_ns, now_ns(), __ATOMIC_RELAXED);
+    }
+}
+
+/* The record of a call begun, published. Inline, and without a call of
+ * its own but the clock's, where everything it needs is at hand: the
+ * thread's id, the communicator that of the thread's last call, the
+ * datatype's size in its handle. Anything else (a first call, another
+ * communicator, a size to ask the MPI for) goes to begin_slow(). */
+static inline __attribute__((always_inline)) struct call begin(int what, H comm, int32_t peer, int32_t tag,
+                                                               int64_t count, H type, int collective)
+{
+#ifdef MPIQ_RECORDER_PASS_THROUGH
+    /* mpiq-bench's control build: every wrapper, and no record (what
+     * standing between the program and its MPI costs alone). */
+    (void)what, (void)comm, (void)peer, (void)tag, (void)count, (void)type, (void)collective;
+    return (struct call){NULL, 0};
+#endif
+    uint32_t tid = self.id;
+    struct mpiq_recorder_comm *e = NULL;
+    int32_t size = -1;
+    if (__builtin_expect(!__atomic_load_n(&armed, __ATOMIC_ACQUIRE) || tid == 0, 0))
+        goto slow;
+    if (__builtin_expect(comm != NO_COMM, 1)) {
+        uint64_t h = value(comm);
+        e = self.last_comm;
+        if (__builtin_expect(!e || e->handle != h || __atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != 2 ||
+                                 e->handle != h,
+                             0))
+            goto slow;
+    }
+    if (__builtin_expect(type != NO_TYPE, 1) && __builtin_expect(!size_known(type, &size), 0))
+        goto slow;
+    {
+        struct call c = fill(count_up(&R.h.calls_started), what, comm, peer, tag, count, size, tid,
+                             collective ? e : NULL);
+        publish(c);
+        return c;
+    }
+slow:
+    return begin_slow(what, comm, peer, tag, count, type, collective);
+}
 
 #pragma GCC visibility pop
 

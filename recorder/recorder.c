@@ -37,20 +37,12 @@
 
 #include "internal.h"
 
-struct mpiq_recorder_block {
-    struct mpiq_recorder_header h;
-    struct mpiq_recorder_call_record calls[MPIQ_RECORDER_CALLS];
-    struct mpiq_recorder_pending pending[MPIQ_RECORDER_PENDING];
-    struct mpiq_recorder_comm comms[MPIQ_RECORDER_COMMS];
-    int32_t world_ranks[MPIQ_RECORDER_WORLD_RANKS];
-};
-
 #define OFF(field) ((uint32_t)offsetof(struct mpiq_recorder_block, field))
 
 /* All zero until the constructor below writes the header: the tables are
  * in .bss, and a reader finding no magic knows the recorder never started. */
 EXPORT struct mpiq_recorder_block mpiq_recorder;
-#define R mpiq_recorder
+extern struct mpiq_recorder_block recorder_block __attribute__((alias("mpiq_recorder")));
 
 __attribute__((constructor)) static void header(void)
 {
@@ -83,7 +75,8 @@ __attribute__((constructor)) static void header(void)
  * order of calls is their `seq`; MPIQ_RECORDER_CLOCK=precise takes
  * CLOCK_MONOTONIC for calls timed to the nanosecond. Both count from the
  * same origin. */
-static clockid_t clock_id = CLOCK_MONOTONIC_COARSE;
+clockid_t clock_id = CLOCK_MONOTONIC_COARSE;
+int (*clock_read)(clockid_t, struct timespec *) = clock_gettime;
 
 struct mpi M;
 int armed;
@@ -112,6 +105,44 @@ static int find_libmpi(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
+/* The address range of the loaded object `info` (its PT_LOAD segments). */
+static void image_of(struct dl_phdr_info *info, uint64_t *lo, uint64_t *hi)
+{
+    *lo = UINT64_MAX;
+    *hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uint64_t a = (uint64_t)(info->dlpi_addr + ph->p_vaddr);
+        if (a < *lo)
+            *lo = a;
+        if (a + ph->p_memsz > *hi)
+            *hi = a + ph->p_memsz;
+    }
+}
+
+/* M.image_lo/hi: the executable (the first object) and the object that
+ * holds `data` (libmpi's PMPI_Type_size). */
+static int find_images(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    static int first = 1;
+    uint64_t lo, hi, in = (uint64_t)(uintptr_t)data;
+    image_of(info, &lo, &hi);
+    if (first) {
+        first = 0;
+        M.image_lo[0] = lo;
+        M.image_hi[0] = hi;
+    }
+    if (in >= lo && in < hi) {
+        M.image_lo[1] = lo;
+        M.image_hi[1] = hi;
+        return 1;
+    }
+    return 0;
+}
+
 /* The global scope first: an executable that names MPI_COMM_WORLD holds
  * the copy of `ompi_mpi_comm_world` that the MPI itself uses (a copy
  * relocation), not libmpi's. This library defines no PMPI_ function. */
@@ -136,6 +167,16 @@ static int resolve(void)
     const char *clock = getenv("MPIQ_RECORDER_CLOCK");
     if (clock && strcmp(clock, "precise") == 0)
         clock_id = CLOCK_MONOTONIC;
+    /* The vDSO's clock_gettime, called directly: libc's is a call more,
+     * with its checks, twice every call recorded. */
+    void *vdso = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (vdso) {
+        int (*direct)(clockid_t, struct timespec *) =
+            (int (*)(clockid_t, struct timespec *))dlsym(vdso, "__vdso_clock_gettime");
+        struct timespec t;
+        if (direct && direct(clock_id, &t) == 0)
+            clock_read = direct;
+    }
 #define RESOLVE(name, ret, params) P_##name = (ret(*) params)sym("PMPI_" #name);
     PMPI_FUNCTIONS(RESOLVE)
     void *world = sym("ompi_mpi_comm_world");
@@ -148,6 +189,8 @@ static int resolve(void)
         M.request_null = (H)sym("ompi_request_null");
         M.request_empty = (H)sym("ompi_request_empty");
         M.datatype_null = (H)sym("ompi_mpi_datatype_null");
+        if (P_Type_size)
+            dl_iterate_phdr(find_images, (void *)(uintptr_t)P_Type_size);
         M.any_source = -1;
         M.proc_null = -2;
         M.any_tag = -1;
@@ -175,26 +218,13 @@ int recording(void)
 }
 
 
-uint64_t now_ns(void)
-{
-#ifdef MPIQ_RECORDER_NO_CLOCK
-    /* mpiq-bench's other control build: every record, and no clock read
-     * (what the two reads a call cost). Never 0: a call that returned is
-     * told from one the process is in by its end. */
-    return 1;
-#endif
-    struct timespec t;
-    clock_gettime(clock_id, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static TLS uint32_t thread_id;
+TLS struct thread self;
 
 static uint32_t tid(void)
 {
-    if (thread_id == 0)
-        thread_id = (uint32_t)syscall(SYS_gettid);
-    return thread_id;
+    if (self.id == 0)
+        self.id = (uint32_t)syscall(SYS_gettid);
+    return self.id;
 }
 
 /* MPI_SOURCE and MPI_TAG of a status the MPI filled in: Open MPI's status
@@ -211,19 +241,39 @@ int status_source_tag(const void *status, int *source, int *tag)
     return 1;
 }
 
+struct type_size type_sizes[TYPE_SIZES];
+
+/* Whether `h` is in the executable's or libmpi's image (Open MPI). */
+static int in_images(uint64_t h)
+{
+    for (int k = 0; k < 2; k++)
+        if (h >= M.image_lo[k] && h < M.image_hi[k])
+            return 1;
+    return 0;
+}
+
 static int32_t size_of(H type)
 {
+    int32_t known;
     uint64_t h = value(type);
     if (h == value(M.datatype_null))
         return -1;
-    /* MPICH's predefined datatypes carry their size in the handle: kind
-     * builtin (01 in bits 31-30), object datatype (0011 in bits 29-26),
-     * the size in bits 15-8 (mpir_objects.h, MPIR_Datatype_get_basic_size). */
-    if (M.flavour == MPIQ_FLAVOUR_MPICH && (h & 0xfc000000u) == 0x4c000000u)
-        return (int32_t)((h >> 8) & 0xffu);
+    if (size_known(type, &known))
+        return known;
     int size = -1;
     if (P_Type_size(type, &size) != 0)
         return -1;
+    /* Kept where its slot is free: another predefined datatype in it is
+     * asked for each time. */
+    if (M.flavour == MPIQ_FLAVOUR_OPEN_MPI && in_images(h)) {
+        struct type_size *e = &type_sizes[type_slot(h)];
+        uint32_t free_ = 0;
+        if (__atomic_compare_exchange_n(&e->state, &free_, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            e->handle = h;
+            e->size = size;
+            __atomic_store_n(&e->state, 2, __ATOMIC_RELEASE);
+        }
+    }
     return size;
 }
 
@@ -272,19 +322,15 @@ static int32_t world_map(H c, int size)
  * is full. */
 static struct mpiq_recorder_comm *comm_slow(uint64_t h, H c);
 
-/* The communicator the thread's last call was on: most calls are on the
- * one before's. */
-static TLS struct mpiq_recorder_comm *last_comm;
-
 static inline __attribute__((always_inline)) struct mpiq_recorder_comm *comm_fast(H c)
 {
     uint64_t h = value(c);
-    struct mpiq_recorder_comm *e = last_comm;
+    struct mpiq_recorder_comm *e = self.last_comm;
     if (e && e->handle == h && __atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == 2 && e->handle == h)
         return e;
     e = comm_slow(h, c);
     if (e)
-        last_comm = e;
+        self.last_comm = e;
     return e;
 }
 
@@ -346,69 +392,27 @@ void comm_forget(uint64_t h)
 
 /* ---- call records ----------------------------------------------------- */
 
-/* Counter `*n` up by one; its value before. An atomic read-modify-write
- * (a locked instruction, some 9 ns) only where threads may call MPI at
- * once: at MPI_THREAD_SERIALIZED and below, the program orders its MPI
- * calls itself, and what orders them orders these counts too. */
-static inline uint64_t count_up(uint64_t *n)
-{
-    if (M.concurrent)
-        return __atomic_fetch_add(n, 1, __ATOMIC_RELAXED);
-    uint64_t v = __atomic_load_n(n, __ATOMIC_RELAXED);
-    __atomic_store_n(n, v + 1, __ATOMIC_RELAXED);
-    return v;
-}
-
-/* A record claimed and written, not yet published: begin() publishes it at
- * once, the wait calls once they have counted their requests. Its clock is
- * read once it is published (publish()): a thread stopped in the clock
- * read is seen in its call, with its arguments, not between two calls. */
+/* A record claimed and written, not yet published: begin_slow() publishes
+ * it at once, the wait calls once they have counted their requests. Its
+ * clock is read once it is published (publish()). */
 static inline __attribute__((always_inline)) struct call claim(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective)
 {
 #ifdef MPIQ_RECORDER_PASS_THROUGH
-    /* mpiq-bench's control build: every wrapper, and no record (what
-     * standing between the program and its MPI costs alone). */
+    /* mpiq-bench's control build (begin()). */
     (void)what, (void)comm, (void)peer, (void)tag, (void)count, (void)type, (void)collective;
     return (struct call){NULL, 0};
 #endif
     if (!recording())
         return (struct call){NULL, 0};
-    uint64_t i = count_up(&R.h.calls_started);
-    struct mpiq_recorder_call_record *r = &R.calls[i % MPIQ_RECORDER_CALLS];
-    __atomic_store_n(&r->seq, 0, __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    r->start_ns = 0;
-    r->end_ns = 0;
-    r->comm = comm == NO_COMM ? 0 : value(comm);
-    r->request = 0;
-    r->coll_seq = 0;
-    r->call = what;
-    r->peer = peer;
-    r->tag = tag;
-    r->count = count > INT32_MAX ? INT32_MAX : count < INT32_MIN ? INT32_MIN : (int32_t)count;
-    r->type_size = type == NO_TYPE ? -1 : size_of(type);
-    r->tid = tid();
-    r->peer2 = MPIQ_PEER_NONE;
-    r->tag2 = MPIQ_TAG_NONE;
-    r->requests_active = 0;
-    r->requests_known = 0;
-    if (comm != NO_COMM) {
-        struct mpiq_recorder_comm *c = comm_fast(comm);
-        if (c && collective)
-            r->coll_seq = count_up(&c->collectives) + 1;
-    }
-    return (struct call){r, i + 1};
+    struct mpiq_recorder_comm *c = comm == NO_COMM ? NULL : comm_fast(comm);
+    int32_t size = type == NO_TYPE ? -1 : size_of(type);
+    return fill(count_up(&R.h.calls_started), what, comm, peer, tag, count, size, tid(), collective ? c : NULL);
 }
 
-static void publish(struct call c)
-{
-    if (c.r) {
-        __atomic_store_n(&c.r->seq, c.seq, __ATOMIC_RELEASE);
-        __atomic_store_n(&c.r->start_ns, now_ns(), __ATOMIC_RELAXED);
-    }
-}
-
-struct call begin(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type, int collective)
+/* begin() for a call whose communicator, datatype size or thread it could
+ * not take from what it had at hand. */
+__attribute__((noinline)) struct call begin_slow(int what, H comm, int32_t peer, int32_t tag, int64_t count, H type,
+                                                 int collective)
 {
     struct call c = claim(what, comm, peer, tag, count, type, collective);
     publish(c);

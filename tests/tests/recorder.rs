@@ -145,9 +145,11 @@ fn check_program(mpi: Mpi) {
     );
 }
 
+/// Under the packaged MPIs of both ABIs and the test bed's Open MPI and MPICH (those
+/// `mpiq-bench recorder` measures).
 #[test]
 fn recorder_check_program() {
-    for mpi in [Mpi::DebianOpenMpi, Mpi::PypiMpich] {
+    for mpi in [Mpi::DebianOpenMpi, Mpi::PypiMpich, Mpi::OpenMpi, Mpi::Mpich] {
         check_program(mpi);
     }
 }
