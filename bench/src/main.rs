@@ -54,7 +54,7 @@ usage: mpiq-bench [--mpi openmpi,mpich] [--k 10,1000,10000,100000] [--reps N]
                          [--every default,10s,5s,1s] [--reps 3]
        mpiq-bench scale [--ranks 1000,16000,100000] [--per-node 32] [--mpi openmpi] [--records FILE]
        mpiq-bench single [--ranks 8] [--reps 10] [--k 10] [--mpi openmpi]
-       mpiq-bench recorder [--mpi openmpi,mpich,debian-openmpi] [--rounds 7] [--quick]
+       mpiq-bench recorder [--mpi openmpi,mpich,debian-openmpi] [--rounds 15] [--quick]
                            [--no-callgrind] [--callgrind-iters 200000] [--kernel-n 256]";
 
 /// What to measure.

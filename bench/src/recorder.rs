@@ -172,7 +172,7 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
         }
     }
     if o.rounds == 0 {
-        o.rounds = if o.quick { 1 } else { 7 };
+        o.rounds = if o.quick { 1 } else { 15 };
     }
     if o.callgrind_iters == 0 {
         o.callgrind_iters = if o.quick { 20_000 } else { 200_000 };
@@ -705,7 +705,7 @@ fn report(all: &[Measured], lib: &Path, o: &Opts, load_before: &str) -> String {
     s
 }
 
-/// `mpiq-bench recorder [--mpi openmpi,mpich,debian-openmpi] [--rounds 7]
+/// `mpiq-bench recorder [--mpi openmpi,mpich,debian-openmpi] [--rounds 15]
 /// [--quick] [--no-callgrind] [--callgrind-iters N] [--kernel-n N]`: prints
 /// Markdown tables.
 pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
