@@ -22,7 +22,7 @@
  * about 940 KiB in all, in .bss: only the pages written count). A new
  * communicator is looked up once, with MPI's own group calls.
  *
- *   cc -shared -fPIC -O2 -o libmpiq_recorder.so recorder.c calls.c -ldl
+ *   cc -shared -fPIC -O2 -o libmpiq_recorder.so recorder.c calls.c fortran.c -ldl
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
