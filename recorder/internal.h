@@ -388,8 +388,9 @@ static inline void publish(struct call c)
 /* The record of a call begun, published. Inline, and without a call of
  * its own but the clock's, where everything it needs is at hand: the
  * thread's id, the communicator that of the thread's last call, the
- * datatype's size in its handle. Anything else (a first call, another
- * communicator, a size to ask the MPI for) goes to begin_slow(). */
+ * datatype's size known without asking (size_known()). Anything else (a
+ * first call, another communicator, a size to ask the MPI for) goes to
+ * begin_slow(). */
 static inline __attribute__((always_inline)) struct call begin(int what, H comm, int32_t peer, int32_t tag,
                                                                int64_t count, H type, int collective)
 {
