@@ -20,7 +20,10 @@ init_world(name, min_ranks, max_ranks=0): arms the lifetime, imports
     mpi4py.MPI with mpi4py's defaults (MPI_Init_thread with
     MPI_THREAD_MULTIPLE, MPI_Finalize at exit) and returns (MPI, COMM_WORLD).
     With fewer than min_ranks ranks, or more than max_ranks (0: no limit), it
-    says so on stderr and calls MPI_Abort (before any READY line).
+    says so on stderr and every rank exits with status 2 (before any READY
+    line), through MPI_Finalize: not MPI_Abort, whose tear-down may end the
+    job before the launcher has passed the message on (seen once in CI under
+    MPICH's Hydra: exit status 2, nothing on stderr).
 
 The examples run as plain scripts, `python <script>.py`, not `python -m mpi4py
 <script>.py`: an uncaught exception then ends the interpreter normally (the
@@ -70,5 +73,7 @@ def init_world(name, min_ranks, max_ranks=0):
             print(f"{name}: needs exactly {min_ranks} ranks", file=sys.stderr, flush=True)
         else:
             print(f"{name}: needs at least {min_ranks} ranks", file=sys.stderr, flush=True)
-        comm.Abort(2)
+        # Every rank sees the same size: all leave, and MPI_Finalize (at exit)
+        # is reached by all.
+        sys.exit(2)
     return MPI, comm
