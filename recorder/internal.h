@@ -278,6 +278,16 @@ struct thread {
 };
 extern TLS struct thread self;
 
+/* The thread's last communicator when its handle is `h` and its entry is
+ * whole (read again after the state: not rewritten meanwhile); else NULL. */
+static inline __attribute__((always_inline)) struct mpiq_recorder_comm *last_comm_if(uint64_t h)
+{
+    struct mpiq_recorder_comm *e = self.last_comm;
+    if (e && e->handle == h && __atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == 2 && e->handle == h)
+        return e;
+    return NULL;
+}
+
 /* Counter `*n` up by one; its value before. An atomic read-modify-write
  * (a locked instruction, some 9 ns) only where threads may call MPI at
  * once: at MPI_THREAD_SERIALIZED and below, the program orders its MPI
@@ -406,11 +416,8 @@ static inline __attribute__((always_inline)) struct call begin(int what, H comm,
     if (__builtin_expect(!__atomic_load_n(&armed, __ATOMIC_ACQUIRE) || tid == 0, 0))
         goto slow;
     if (__builtin_expect(comm != NO_COMM, 1)) {
-        uint64_t h = value(comm);
-        e = self.last_comm;
-        if (__builtin_expect(!e || e->handle != h || __atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != 2 ||
-                                 e->handle != h,
-                             0))
+        e = last_comm_if(value(comm));
+        if (__builtin_expect(!e, 0))
             goto slow;
     }
     if (__builtin_expect(type != NO_TYPE, 1) && __builtin_expect(!size_known(type, &size), 0))

@@ -325,8 +325,8 @@ static struct mpiq_recorder_comm *comm_slow(uint64_t h, H c);
 static inline __attribute__((always_inline)) struct mpiq_recorder_comm *comm_fast(H c)
 {
     uint64_t h = value(c);
-    struct mpiq_recorder_comm *e = self.last_comm;
-    if (e && e->handle == h && __atomic_load_n(&e->state, __ATOMIC_ACQUIRE) == 2 && e->handle == h)
+    struct mpiq_recorder_comm *e = last_comm_if(h);
+    if (e)
         return e;
     e = comm_slow(h, c);
     if (e)
