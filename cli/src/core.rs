@@ -426,6 +426,7 @@ impl CoreProcess {
             core_python_maps: python_code_maps,
             warnings,
             unwound: None,
+            os: None,
         })
     }
 }

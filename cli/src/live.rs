@@ -195,6 +195,7 @@ impl LiveProcess {
             core_python_maps: Vec::new(),
             warnings,
             unwound: None,
+            os: None,
         })
     }
 }

@@ -31,6 +31,8 @@ pub struct Process<M: Memory> {
     /// The stacks [`Target::stacks`] gave, with what
     /// [`Target::frame_value`] needs of each frame; cleared on detach.
     pub(crate) unwound: Option<Vec<crate::unwind::ThreadStack>>,
+    /// What the kernel said of a live process before it was stopped.
+    pub(crate) os: Option<mpiq::OsState>,
 }
 
 impl<M: Memory> Process<M> {
@@ -75,6 +77,17 @@ impl<M: Memory> Process<M> {
     /// Things noticed while opening (objects that could not be read).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// What the kernel said of the live process before it was stopped
+    /// ([`crate::procs::os_state`]).
+    pub fn os(&self) -> Option<&mpiq::OsState> {
+        self.os.as_ref()
+    }
+
+    /// Sets what the kernel said of it before it was stopped.
+    pub fn set_os(&mut self, os: Option<mpiq::OsState>) {
+        self.os = os;
     }
 
     /// What attaching found, for a stopped live process.

@@ -7,6 +7,22 @@ use std::collections::{BTreeMap, BTreeSet};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+/// What the kernel says of `pid` now (its state, the kernel function it
+/// sleeps in, its CPU time): read before mpiq stops it, which would
+/// otherwise be all there is to read.
+pub fn os_state(pid: i32) -> Option<mpiq::OsState> {
+    let stat = Stat::of(pid)?;
+    let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+        .ok()
+        .map(|w| w.trim().to_string())
+        .filter(|w| !w.is_empty() && w != "0");
+    Some(mpiq::OsState {
+        state: stat.state.to_string(),
+        wchan: wchan.filter(|_| stat.state != 'R'),
+        cpu_ms: stat.cpu_ms(),
+    })
+}
+
 /// One process: its pid and start time (clock ticks after boot).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Proc {

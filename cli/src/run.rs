@@ -301,7 +301,10 @@ fn collect_slots<M: crate::image::Memory>(
     let mut snapshot = Snapshot::default();
     for s in slots {
         match s {
-            Slot::Open(_) => snapshot.processes.extend(collected.next()),
+            Slot::Open(p) => snapshot.processes.extend(collected.next().map(|mut c| {
+                c.os = p.os().cloned();
+                c
+            })),
             Slot::Failed(p) => snapshot.processes.push(*p),
         }
     }
@@ -315,22 +318,30 @@ fn open_live(pids: &[(i32, Option<i32>)], rep: &Reporter) -> Vec<Slot<LiveProces
     // MPI's progress engine (most of a hung job's) take the CPU from this
     // process while it parses their objects, and a node's 32 spinning
     // ranks made one sample take over a second.
-    let stopped = open_parallel(pids.to_vec(), None, |(pid, _)| crate::ptrace::Attachment::attach(pid));
+    // What the kernel says of each is read first: once stopped, it would
+    // say mpiq's stop.
+    let stopped = open_parallel(pids.to_vec(), None, |(pid, _)| {
+        (crate::procs::os_state(pid), crate::ptrace::Attachment::attach(pid))
+    });
     let items: Vec<_> = pids.iter().copied().zip(stopped).collect();
-    let slots = open_parallel(items, bar.as_ref(), |((pid, rank), stopped)| {
+    let slots = open_parallel(items, bar.as_ref(), |((pid, rank), (os, stopped))| {
         match stopped.map_err(LiveError::from).and_then(LiveProcess::open_stopped) {
             Ok(mut p) => {
                 p.set_world_rank(rank);
+                p.set_os(os);
                 Slot::Open(p)
             }
-            Err(e) => Slot::Failed(Box::new(failed_snapshot(
-                u32::try_from(pid).ok(),
-                rank,
-                std::fs::read_link(format!("/proc/{pid}/exe"))
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default(),
-                e.to_string(),
-            ))),
+            Err(e) => Slot::Failed(Box::new(ProcessSnapshot {
+                os,
+                ..failed_snapshot(
+                    u32::try_from(pid).ok(),
+                    rank,
+                    std::fs::read_link(format!("/proc/{pid}/exe"))
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default(),
+                    e.to_string(),
+                )
+            })),
         }
     });
     if let Some(b) = bar {

@@ -20,9 +20,14 @@ fn interrupt_dump(signal: &str, code: i32) {
     mpiq.args(["queues", "--pid", &r1.pid().to_string(), "--pid", &r2.pid().to_string()])
         .env("MPIQ_TEST_HOLD_MS", "20000");
     let mpiq = spawn(mpiq);
-    // Wait until both are stopped by mpiq.
+    // Wait until both are stopped by mpiq: traced (PTRACE_SEIZE sets the
+    // tracer at once) and then stopped (`t`, a moment later, once the
+    // interrupt reached them: a loaded machine showed `R` in between).
     let deadline = Instant::now() + Duration::from_secs(20);
-    while [r1.pid(), r2.pid()].iter().any(|&p| state(p).1 == 0) {
+    while [r1.pid(), r2.pid()]
+        .iter()
+        .any(|&p| state(p).1 == 0 || state(p).0 != 't')
+    {
         assert!(Instant::now() < deadline, "mpiq did not attach");
         std::thread::sleep(Duration::from_millis(10));
     }

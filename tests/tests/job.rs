@@ -303,6 +303,64 @@ fn slow_job_is_not_deadlocked_and_completes_mpich_ch4() {
     slow_control(Mpi::MpichCh4);
 }
 
+/// One rank of a healthy ring (`healthy`, 4 ranks) stopped by `SIGSTOP`:
+/// the others soon wait for it in `MPI_Sendrecv`, and nothing changes
+/// between two samples, but it is no deadlock: `SIGCONT` lets the job go on.
+/// The verdict is `unknown`, naming the stopped rank and where it stopped;
+/// the kernel's state of each rank is in the JSON; mpiq leaves it stopped.
+fn stopped_rank(mpi: Mpi) {
+    gdb::require_ptrace();
+    let job = Job::builder(mpi, Example::Healthy).nprocs(4).start();
+    let starter = job.starter_pid().to_string();
+    let stopped = job.pid_of(2);
+    let signal = |sig: &str| {
+        let r = run(Command::new("kill").args([sig, &stopped.to_string()]));
+        assert!(r.success, "kill {sig} {stopped}: {r}");
+    };
+    signal("-STOP");
+    // The others reach rank 2's exchange and wait there.
+    std::thread::sleep(Duration::from_millis(500));
+    let r = mpiq(&["job", "--starter", &starter, "--json", "--interval", "300"]);
+    let v = r.json_exact();
+    let a = &v["analysis"];
+    assert_eq!(a["verdict"], "unknown", "{mpi}: {a:#}");
+    assert_eq!(r.code(), Some(EXIT_UNKNOWN), "{}", r.all());
+    assert_eq!(a["cycles"], serde_json::json!([]), "{a:#}");
+    let summary = a["summary"].as_str().unwrap_or_default();
+    assert!(summary.starts_with("unknown"), "{mpi}: {summary}");
+    assert!(
+        summary.contains("rank 2 is stopped by a signal (state T"),
+        "{mpi}: {summary}"
+    );
+    assert!(!summary.contains("computing"), "{mpi}: {summary}");
+    assert!(summary.contains("where it stopped: rank 2 "), "{mpi}: {summary}");
+    for p in v["processes"].as_array().unwrap() {
+        let state = p["os"]["state"].as_str().unwrap_or_default();
+        if p["pid"] == stopped {
+            assert_eq!(state, "T", "{p:#}");
+        } else {
+            assert!(matches!(state, "R" | "S"), "{p:#}");
+        }
+    }
+    // Left as it was found: stopped, untraced; the others released.
+    assert_eq!(procs::Stat::read(stopped).map(|s| s.state), Some('T'));
+    assert_eq!(tracer_pid(stopped), Some(0));
+    signal("-CONT");
+    for rank in job.ranks() {
+        assert_released(rank.pid);
+    }
+}
+
+#[test]
+fn a_rank_stopped_by_a_signal_is_no_deadlock_openmpi() {
+    stopped_rank(Mpi::OpenMpi);
+}
+
+#[test]
+fn a_rank_stopped_by_a_signal_is_no_deadlock_debian_openmpi() {
+    stopped_rank(Mpi::DebianOpenMpi);
+}
+
 #[test]
 fn a_rank_not_read_makes_the_verdict_unknown() {
     gdb::require_ptrace();

@@ -19,7 +19,7 @@ use super::job::{comm_words, member, translate, Job};
 use super::matching::{msg_source, Target, Wait};
 use super::model::OpKind;
 use super::words::{ranks_words, tag_words};
-use crate::snapshot::model::{MpiCall, Operation, ProcessSnapshot, QueueKind, Snapshot};
+use crate::snapshot::model::{MpiCall, Operation, ProcessSnapshot, QueueKind, Snapshot, Status};
 use crate::stacks::names::{CallClass, Completion};
 use crate::stacks::position::{blocked_outside, c_name, position, Position};
 
@@ -323,6 +323,8 @@ pub(crate) struct Scene<'a> {
     pub places: &'a BTreeMap<i64, Place>,
     /// The previous sample confirms this rank's position.
     pub confirmed: &'a dyn Fn(i64) -> bool,
+    /// Ranks stopped by a signal in either sample.
+    pub stopped: &'a BTreeSet<i64>,
     /// The members absent from each collective, found once for all its ranks.
     pub absents: std::cell::RefCell<collective::Absents>,
 }
@@ -366,7 +368,23 @@ pub(crate) fn group(scene: &Scene<'_>, queue_waits: Vec<Wait>) -> Grouped {
     for (_, rest) in by_rank {
         out.waits.extend(rest);
     }
+    // A rank stopped by a signal does nothing until it is continued, and
+    // then may well go on: free only in the best case, whatever it waits for.
+    for &r in scene.stopped {
+        if scene.places.contains_key(&r) {
+            out.free.remove(&r);
+            out.maybe.insert(r, stopped_words(r));
+        }
+    }
     out
+}
+
+/// Why a rank stopped by a signal is free only in the best case.
+pub(crate) fn stopped_words(rank: i64) -> String {
+    format!(
+        "rank {rank} is stopped by a signal (state T: SIGSTOP, SIGTSTP or Ctrl-Z), not by MPI: it does nothing \
+         until it is continued (SIGCONT), and it is no deadlock"
+    )
 }
 
 /// The operation behind a queue wait.
@@ -648,6 +666,13 @@ fn unlisted_send(scene: &Scene<'_>, r: i64, call: &Call, synchronous: bool) -> V
     if blocked_receiving(scene, d, r, id, tag) {
         return Vec::new();
     }
+    // A standard send whose receive the receiver has posted waits on no
+    // one: the two match, and the message goes as both MPIs progress, at
+    // any size (a rendezvous too). A synchronous send still waits for the
+    // receiver's MPI to see the match.
+    if !synchronous && posted_receive(scene, d, r, id, tag) {
+        return Vec::new();
+    }
     let comm = call
         .comm
         .and_then(|ci| p?.communicators.get(ci))
@@ -717,6 +742,27 @@ pub(super) fn blocked_receiving(scene: &Scene<'_>, d: i64, s: i64, id: Option<us
     })
 }
 
+/// Whether world rank `d`'s queues (or the flight recorder's pending
+/// requests, which stand in for them) hold a posted receive, not yet
+/// matched, that a message from world rank `s` with tag `tag` on
+/// communicator `id` matches. Everything must be known.
+fn posted_receive(scene: &Scene<'_>, d: i64, s: i64, id: Option<usize>, tag: Option<i64>) -> bool {
+    let (Some(id), Some(tag), Some(&pd)) = (id, tag, scene.job.procs.get(&d)) else {
+        return false;
+    };
+    let p = &scene.snap.processes[pd];
+    p.communicators
+        .iter()
+        .enumerate()
+        .filter(|&(ci, _)| scene.ids.get(pd, ci) == Some(id))
+        .any(|(_, c)| {
+            c.queues.get(QueueKind::Receives).operations.iter().any(|o| {
+                let from = o.peer.world.or_else(|| translate(c, o.peer.local));
+                o.status == Status::Pending && (o.any_source || from == Some(s)) && (o.any_tag || o.tag == Some(tag))
+            })
+        })
+}
+
 /// Whether world rank `s` is in a blocking send (`MPI_Send`, `MPI_Ssend`)
 /// to world rank `r` on communicator `id` that a receive with tag `tag`
 /// (`None`: any) matches. Everything must be known.
@@ -765,4 +811,4 @@ mod words;
 use collective::collective;
 use unlisted_recv::unlisted_recv;
 pub use words::RankWhere;
-pub(crate) use words::{caller_line, ranks_said, waiting_said, where_list};
+pub(crate) use words::{caller_line, process_stopped, ranks_said, waiting_said, where_list};

@@ -40,6 +40,8 @@ pub(crate) struct StackFacts<'a> {
     pub all_confirmed: bool,
     /// Ranks known from their stacks alone (their MPI gives no queues).
     pub stacks_only: BTreeSet<i64>,
+    /// Ranks stopped by a signal in either sample (`OsState::stopped`).
+    pub stopped: BTreeSet<i64>,
 }
 
 /// Whether a call's calling frames have a digest ([`crate::stacks::state`]),

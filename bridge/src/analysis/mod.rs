@@ -157,12 +157,14 @@ pub fn analyze_owned(
         };
         matches!(b.get(&r), Some(calls::Place::InMpi(then)) if calls::same_calls(now, then))
     };
+    let stopped = stopped_ranks(&snap, &job, previous);
     let scene = calls::Scene {
         snap: &snap,
         job: &job,
         ids: &ids,
         places: &places,
         confirmed: &confirmed,
+        stopped: &stopped,
         absents: Default::default(),
     };
     let grouped = calls::group(&scene, std::mem::take(&mut matching.waits));
@@ -212,9 +214,33 @@ pub fn analyze_owned(
             maybe: grouped.maybe,
             all_confirmed,
             stacks_only,
+            stopped,
         },
     });
     (analysis, snap)
+}
+
+/// The ranks the kernel showed stopped by a signal (`T`, read before mpiq
+/// stopped them) in this sample or the previous one: they do nothing until
+/// continued, so nothing they wait for makes them part of a deadlock, and a
+/// job that stands still around them is not stalled by itself.
+fn stopped_ranks(
+    snap: &crate::snapshot::model::Snapshot,
+    job: &job::Job,
+    previous: Option<&crate::snapshot::model::Snapshot>,
+) -> std::collections::BTreeSet<i64> {
+    let stopped_in = |s: &crate::snapshot::model::Snapshot, j: &job::Job| -> Vec<i64> {
+        j.procs
+            .iter()
+            .filter(|(_, &pi)| s.processes[pi].os.as_ref().is_some_and(|o| o.stopped()))
+            .map(|(&r, _)| r)
+            .collect()
+    };
+    let mut out: std::collections::BTreeSet<i64> = stopped_in(snap, job).into_iter().collect();
+    if let Some(prev) = previous {
+        out.extend(stopped_in(prev, &job::Job::new(prev)));
+    }
+    out
 }
 
 /// Fills `world_ranks` of communicators where the library gave none, from

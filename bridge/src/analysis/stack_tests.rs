@@ -120,6 +120,62 @@ fn an_unrecovered_communicator_is_unknown_on_one_sample_and_a_stall_on_two() {
     assert!(moved.progressing.contains(&2));
 }
 
+/// `rank`'s process as the kernel showed it before it was stopped: `T`,
+/// stopped by a signal.
+fn stopped(mut s: Snapshot, rank: usize) -> Snapshot {
+    s.processes[rank].os = Some(crate::snapshot::model::OsState {
+        state: "T".into(),
+        wchan: Some("do_signal_stop".into()),
+        cpu_ms: 10,
+    });
+    s
+}
+
+#[test]
+fn a_rank_stopped_by_a_signal_is_never_part_of_a_stall() {
+    // Two samples, nothing changed: a stall, but for rank 2's stop.
+    let s = stopped(barrier_vs_recv(4, false), 2);
+    let two = analyze_samples(&s, Some(&s), Some(200));
+    assert_eq!(two.verdict, Verdict::Unknown, "{two:#?}");
+    assert!(!two.stalled);
+    assert!(
+        two.summary.starts_with(
+            "unknown: rank 2 is stopped by a signal (state T: SIGSTOP, SIGTSTP or Ctrl-Z), not by MPI: it does \
+             nothing until it is continued (SIGCONT), and it is no deadlock; where it stopped: rank 2 waits in \
+             MPI_Recv"
+        ),
+        "{}",
+        two.summary
+    );
+    // Said once: not again in the notes.
+    assert!(
+        !two.notes.iter().any(|n| n.contains("stopped by a signal")),
+        "{:?}",
+        two.notes
+    );
+    // Stopped in the previous sample only (a stop/continue cycle): no stall either.
+    let clean = barrier_vs_recv(4, false);
+    let was = analyze_samples(&clean, Some(&s), Some(200));
+    assert_ne!(was.verdict, Verdict::Deadlock, "{was:#?}");
+    // Without the stop, the same samples are the stall they were.
+    assert_eq!(
+        analyze_samples(&clean, Some(&clean), Some(200)).verdict,
+        Verdict::Deadlock
+    );
+}
+
+#[test]
+fn a_rank_stopped_by_a_signal_in_a_cycle_makes_it_unknown() {
+    let a = analyze(&stopped(barrier_vs_recv(4, true), 0), None);
+    assert_eq!(a.verdict, Verdict::Unknown, "{a:#?}");
+    assert!(a.summary.contains("rank 0 is stopped by a signal"), "{}", a.summary);
+    // Rank 3 stopped: ranks 0 and 1 (and 0 and 2) still wait on each other,
+    // none of them stopped: those cycles are a deadlock, rank 3 in none.
+    let b = analyze(&stopped(barrier_vs_recv(4, true), 3), None);
+    assert_eq!(b.verdict, Verdict::Deadlock, "{b:#?}");
+    assert_eq!(b.cycles, vec![vec![0, 1], vec![0, 2]]);
+}
+
 /// `barrier_vs_recv` with every call's calling frames digested as `state`,
 /// and rank 0's communicator unread (as where the compiler dropped it).
 fn digested(comm_of_rank_0: bool, state: &str) -> Snapshot {

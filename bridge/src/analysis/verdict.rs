@@ -44,6 +44,10 @@ const SUMMARY_STEPS: usize = 10;
 fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> Option<Stall> {
     let st = &inp.stacks;
     let p = inp.progress.as_ref()?;
+    // A rank stopped by a signal stands still because it is stopped.
+    if nodes.iter().any(|r| st.stopped.contains(r)) {
+        return None;
+    }
     let unknown_queues = unknown.iter().any(|r| !st.stacks_only.contains(r));
     if !p.changed.is_empty() || !p.unconfirmed.is_empty() || unknown_queues || !st.free.is_empty() {
         return None;
@@ -295,6 +299,22 @@ fn why_undecided(rank: i64, waits: &[Wait], worst_free: &BTreeSet<i64>, inp: &In
     "it depends on ranks whose state is unknown".to_string()
 }
 
+/// The ranks stopped by a signal, each with where it stopped.
+fn stopped_said(inp: &Inputs<'_>, nodes: &BTreeSet<i64>) -> Vec<String> {
+    let st = &inp.stacks;
+    nodes
+        .iter()
+        .filter(|r| st.stopped.contains(r))
+        .map(|&r| {
+            let words = super::calls::stopped_words(r);
+            match ranks_said(st.snap, inp.job, st.places, &[r], 1) {
+                Some(w) => format!("{words}; where it stopped: {w}"),
+                None => words,
+            }
+        })
+        .collect()
+}
+
 /// The unknown ranks in words, grouped by reason.
 fn unknown_words(job: &Job) -> String {
     let mut by_reason: Vec<(String, Vec<i64>)> = Vec::new();
@@ -347,10 +367,13 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         .map(|p| p.unconfirmed.keys().copied().collect())
         .unwrap_or_default();
     unconfirmed.extend(inp.stacks.maybe.keys().copied());
+    // A stopped rank, like an unread one, is free in the best case only:
+    // what it does once continued is not known.
+    let held: BTreeSet<i64> = unknown.union(&inp.stacks.stopped).copied().collect();
     let facts = Facts {
         nodes: &nodes,
         waits,
-        unknown: &unknown,
+        unknown: &held,
         progressed: &progressed,
         unconfirmed: &unconfirmed,
         free: &inp.stacks.free,
@@ -391,7 +414,8 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         Some(Stall::MaybeTransfer) | None => None,
     };
     for (r, why) in &inp.stacks.maybe {
-        if undecided.contains(r) || dead.contains(r) {
+        // A stopped rank is said in the summary.
+        if (undecided.contains(r) || dead.contains(r)) && !inp.stacks.stopped.contains(r) {
             notes.push(why.clone());
         }
     }
@@ -547,7 +571,8 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
             polling_said.as_deref().unwrap_or_default()
         ),
         Verdict::Unknown => {
-            let mut parts: Vec<String> = waited_words.iter().cloned().collect();
+            let mut parts: Vec<String> = stopped_said(&inp, &nodes);
+            parts.extend(waited_words.iter().cloned());
             if nodes.is_empty() {
                 parts.push("the snapshot holds no process with a known rank".to_string());
             }

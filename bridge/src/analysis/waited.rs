@@ -133,6 +133,16 @@ fn end(s: &Scene<'_>, r: i64) -> Option<End> {
             _ => None,
         })
     };
+    let stopped = s
+        .job
+        .procs
+        .get(&r)
+        .is_some_and(|&pi| super::calls::process_stopped(s.snap, pi));
+    let (state, one, many) = if stopped {
+        ("stopped", "is stopped by a signal", "are stopped by a signal")
+    } else {
+        ("computing", "is computing", "are computing")
+    };
     Some(match place {
         Place::InMpi(_) => return None,
         Place::Computing(words) => match outside(false) {
@@ -152,10 +162,10 @@ fn end(s: &Scene<'_>, r: i64) -> Option<End> {
                 End {
                     function,
                     location,
-                    ..end_said("computing", "is computing", "are computing", &rest)
+                    ..end_said(state, one, many, &rest)
                 }
             }
-            _ => end_said("computing", "is computing", "are computing", &format!("(in {words})")),
+            _ => end_said(state, one, many, &format!("(in {words})")),
         },
         Place::Idle(what) => {
             let found = outside(true);

@@ -106,6 +106,33 @@ pub struct ProcessSnapshot {
     /// What mpiq's flight recorder kept, when the process runs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorder: Option<super::recorder::Recording>,
+    /// What the operating system said of the live process just before mpiq
+    /// stopped it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os: Option<OsState>,
+}
+
+/// What the kernel says of a live process, read before mpiq stops it (after,
+/// it would read mpiq's own stop).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OsState {
+    /// The state letter of `/proc/PID/stat`: `R` running, `S` asleep, `D` in
+    /// an uninterruptible sleep (a file system, a device), `T` stopped by a
+    /// signal, `t` stopped by a tracer, `Z` a zombie.
+    pub state: String,
+    /// The kernel function it sleeps in (`/proc/PID/wchan`), when it sleeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wchan: Option<String>,
+    /// CPU time used so far, user and system, in milliseconds.
+    pub cpu_ms: u64,
+}
+
+impl OsState {
+    /// Held stopped by a signal (`SIGSTOP`, `SIGTSTP`, Ctrl-Z): it does
+    /// nothing until continued, whatever it waits for.
+    pub fn stopped(&self) -> bool {
+        self.state == "T"
+    }
 }
 
 impl ProcessSnapshot {
@@ -125,6 +152,7 @@ impl ProcessSnapshot {
             stats: None,
             stacks: None,
             recorder: None,
+            os: None,
         }
     }
 }

@@ -203,6 +203,14 @@ fn place_said(snap: &Snapshot, pi: usize, place: &Place) -> (&'static str, Said)
             "unknown",
             said("has no known stack", "have no known stack", &format!("({why})")),
         ),
+        Place::Computing(at) if process_stopped(snap, pi) => (
+            "stopped",
+            said(
+                "is stopped by a signal",
+                "are stopped by a signal",
+                &format!("(in {at})"),
+            ),
+        ),
         Place::Computing(at) => (
             "computing",
             said("is computing", "are computing", &format!("(in {at})")),
@@ -235,6 +243,14 @@ fn place_said(snap: &Snapshot, pi: usize, place: &Place) -> (&'static str, Said)
             )
         }
     }
+}
+
+/// Whether process `pi` was stopped by a signal before mpiq came (`T`).
+pub(crate) fn process_stopped(snap: &Snapshot, pi: usize) -> bool {
+    snap.processes
+        .get(pi)
+        .and_then(|p| p.os.as_ref())
+        .is_some_and(crate::snapshot::model::OsState::stopped)
 }
 
 /// How a rank waits in MPI, for [`crate::analysis::Waiter`]: its
