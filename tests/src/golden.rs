@@ -44,6 +44,9 @@ pub fn portable(mut v: Value) -> Value {
         o.remove("executable");
         o.remove("stats");
         o.remove("stacks");
+        // What the kernel said of a live process: host-specific, and not
+        // part of a recording.
+        o.remove("os");
         let Some(dll) = o.get_mut("dll").and_then(Value::as_object_mut) else {
             continue;
         };
