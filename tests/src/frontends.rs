@@ -279,10 +279,6 @@ pub fn queues(fe: FrontEnd, pid: u32, args: &str) -> Run {
 pub fn snapshot(fe: FrontEnd, pid: u32, args: &str) -> Value {
     let r = queues(fe, pid, &format!("--json {args}"));
     let mut v = r.json().unwrap_or_else(|e| panic!("{fe:?} on pid {pid}: {e}"));
-    for p in v["processes"].as_array_mut().into_iter().flatten() {
-        if let Some(o) = p.as_object_mut() {
-            o.remove("os");
-        }
-    }
+    crate::golden::without_os(&mut v);
     v
 }

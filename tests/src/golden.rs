@@ -33,6 +33,7 @@ use crate::Mpi;
 /// machine, the day or the place its test bed was built; see the module
 /// documentation for the exact list. Idempotent.
 pub fn portable(mut v: Value) -> Value {
+    without_os(&mut v);
     let root = Mpi::testbed_root().display().to_string();
     for p in v
         .get_mut("processes")
@@ -44,9 +45,6 @@ pub fn portable(mut v: Value) -> Value {
         o.remove("executable");
         o.remove("stats");
         o.remove("stacks");
-        // What the kernel said of a live process: host-specific, and not
-        // part of a recording.
-        o.remove("os");
         let Some(dll) = o.get_mut("dll").and_then(Value::as_object_mut) else {
             continue;
         };
@@ -60,6 +58,22 @@ pub fn portable(mut v: Value) -> Value {
         }
     }
     v
+}
+
+/// Leaves out of every process of snapshot `v` what the kernel said of it
+/// (`os`): host-specific, read by the CLI alone (before it stops a live
+/// process), and no part of a recording.
+pub fn without_os(v: &mut Value) {
+    for p in v
+        .get_mut("processes")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(o) = p.as_object_mut() {
+            o.remove("os");
+        }
+    }
 }
 
 /// `text` with its dates, times and `user@host` words replaced by

@@ -16,7 +16,7 @@ use std::process::Command;
 
 use mpiq_tests::expect::{check_process, expected};
 use mpiq_tests::frontends::{cli, cli_command, gdb, lldb, workspace_root};
-use mpiq_tests::golden::{machine_specific, portable};
+use mpiq_tests::golden::{machine_specific, portable, without_os};
 use mpiq_tests::run::{run, spawn_with_stdin, Run, DEFAULT_TIMEOUT};
 use mpiq_tests::{gdb as gdb_check, Example, Job, Mpi};
 use serde_json::Value;
@@ -67,17 +67,11 @@ fn json_of(r: &Run, what: &str) -> Value {
 /// status (`mpiq job` and `mpiq replay` of several ranks exit 3 or 4 when
 /// their analysis finds a deadlock or cannot tell).
 fn processes_of(r: &Run, what: &str) -> Value {
-    let v = r.json().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut v = r.json().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(v["processes"].is_array(), "{what}: no processes:\n{}", r.all());
-    let mut processes = v["processes"].clone();
-    // What the kernel said of a live process (`os`) is no part of a
-    // recording: the rest of a live dump is its replay.
-    for p in processes.as_array_mut().into_iter().flatten() {
-        if let Some(o) = p.as_object_mut() {
-            o.remove("os");
-        }
-    }
-    processes
+    // What the kernel said of a live process is no part of a recording.
+    without_os(&mut v);
+    v["processes"].clone()
 }
 
 /// A snapshot made of `processes` alone.

@@ -232,7 +232,7 @@ fn stopped_ranks(
     let stopped_in = |s: &crate::snapshot::model::Snapshot, j: &job::Job| -> Vec<i64> {
         j.procs
             .iter()
-            .filter(|(_, &pi)| s.processes[pi].os.as_ref().is_some_and(|o| o.stopped()))
+            .filter(|(_, &pi)| calls::process_stopped(s, pi))
             .map(|(&r, _)| r)
             .collect()
     };
