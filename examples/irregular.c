@@ -1,5 +1,5 @@
 /*
- * irregular.c [SECONDS [LONG]] - a healthy job with long and irregular compute
+ * irregular.c [SECONDS [LONG [LONG_IO]]] - a healthy job with long and irregular compute
  * phases, whose iterations grow longer over the run: `mpiq run --detect`
  * must let it finish (it is slow, never hung).
  *
@@ -11,6 +11,11 @@
  *   0: no such phase; the tests give 25: "a first long phase", far longer
  *   than anything before it, the others wait for it in MPI_Allreduce all
  *   along);
+ *   once, at iteration 6, rank 0 reads for LONG_IO seconds instead of
+ *   computing (default 0: no such phase): a 4 MiB file of its own, again
+ *   and again, 1 MiB at a time with a 10 ms pause after each pass, as a
+ *   code reading its input on one rank does (its I/O counters grow; the
+ *   page cache serves it, so nothing wears a disk);
  *   every 10th iteration, every rank writes and fsyncs 4 MiB to a
  *   temporary file of its own, then removes it (an I/O phase).
  * It stops after SECONDS (default 150) of iterations: the ranks agree on
@@ -66,6 +71,29 @@ static void io_phase(int rank)
     remove(path);
 }
 
+/* Reads a 4 MiB file of its own for `seconds`: a long serial I/O phase. */
+static void read_phase(int rank, double seconds)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/mpiq-irregular-read-%d-%d", (int)getpid(), rank);
+    FILE *f = fopen(path, "w+");
+    if (!f)
+        return;
+    static char block[1 << 20];
+    for (int i = 0; i < 4; i++)
+        fwrite(block, 1, sizeof block, f);
+    fflush(f);
+    double end = now() + seconds;
+    while (now() < end) {
+        rewind(f);
+        while (fread(block, 1, sizeof block, f) == sizeof block)
+            ;
+        usleep(10000);
+    }
+    fclose(f);
+    remove(path);
+}
+
 int main(int argc, char **argv)
 {
     int rank, size;
@@ -73,12 +101,16 @@ int main(int argc, char **argv)
     mpiq_init_world(&argc, &argv, "irregular", 2, 0, &rank, &size);
     double seconds = argc > 1 ? atof(argv[1]) : 150.0;
     double long_phase = argc > 2 ? atof(argv[2]) : 0.0;
+    double long_io = argc > 3 ? atof(argv[3]) : 0.0;
     double start = now(), x = rank, base = 0.2;
     for (int i = 0;; i++, base *= 1.04) {
         double mine = (i % size == rank) ? 3 * base : base;
         if (i == 5 && rank == 0 && long_phase > 0)
             mine = long_phase;
-        x = compute(mine, x);
+        if (i == 6 && rank == 0 && long_io > 0)
+            read_phase(rank, long_io);
+        else
+            x = compute(mine, x);
         if (i % 10 == 9)
             io_phase(rank);
         double done = (now() - start >= seconds) ? 1.0 : 0.0, all = 0;

@@ -17,6 +17,8 @@
 //! target/release/mpiq-bench scale [--ranks 1000,16000] [--per-node 32] # `mpiq job` on simulated nodes
 //! target/release/mpiq-bench single [--ranks 8] [--reps 10]           # one dump vs replay; stacks vs eu-stack
 //! target/release/mpiq-bench recorder [--quick]                        # what the flight recorder adds per MPI call
+//! target/release/mpiq-bench soak [--minutes 120]                      # real applications under `mpiq run --detect`
+//! target/release/mpiq-bench serial [--minutes 5]                      # long single-rank phases under `mpiq run --detect`
 //! ```
 
 mod detect;
@@ -28,7 +30,9 @@ mod python;
 mod recorder;
 mod report;
 mod scale;
+mod serial;
 mod single;
+mod soak;
 mod stacks;
 mod warm;
 mod watch;
@@ -55,7 +59,9 @@ usage: mpiq-bench [--mpi openmpi,mpich] [--k 10,1000,10000,100000] [--reps N]
        mpiq-bench scale [--ranks 1000,16000,100000] [--per-node 32] [--mpi openmpi] [--records FILE]
        mpiq-bench single [--ranks 8] [--reps 10] [--k 10] [--mpi openmpi]
        mpiq-bench recorder [--mpi openmpi,mpich,debian-openmpi] [--rounds 15] [--quick]
-                           [--no-callgrind] [--callgrind-iters 200000] [--kernel-n 256]";
+                           [--no-callgrind] [--callgrind-iters 200000] [--kernel-n 256]
+       mpiq-bench soak [--minutes 120] [--apps lammps,hpcc,elk] [--steps 6000]
+       mpiq-bench serial [--mpi openmpi] [--minutes 5] [--cases compute,io,forever]";
 
 /// What to measure.
 struct Plan {
@@ -291,7 +297,7 @@ fn main() {
     }
     // The subcommands that start jobs: each gets a scratch directory of its own.
     type Sub = fn(&[String], &Path) -> Result<(), String>;
-    let subs: [(&str, Sub); 8] = [
+    let subs: [(&str, Sub); 10] = [
         ("detect", detect::main),
         ("scale", scale::main),
         ("single", single::main),
@@ -300,6 +306,8 @@ fn main() {
         ("python", python::main),
         ("watch", watch::main),
         ("recorder", recorder::main),
+        ("soak", soak::main),
+        ("serial", serial::main),
     ];
     if let Some((name, sub)) = subs.iter().find(|(n, _)| args.first().map(String::as_str) == Some(n)) {
         let scratch = std::env::temp_dir().join(format!("mpiq-bench-{name}-{}", std::process::id()));

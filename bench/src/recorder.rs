@@ -135,19 +135,6 @@ struct Measured {
     callgrind: Vec<(String, f64, f64, Option<f64>)>,
 }
 
-fn parse_mpi(name: &str) -> Result<Mpi, String> {
-    match name {
-        "openmpi" | "ompi" => Ok(Mpi::OpenMpi),
-        "mpich" => Ok(Mpi::Mpich),
-        "debian-openmpi" | "debian" => Ok(Mpi::DebianOpenMpi),
-        other => Mpi::all()
-            .into_iter()
-            .chain(Mpi::packaged())
-            .find(|m| m.name() == other)
-            .ok_or_else(|| format!("unknown MPI {other} (openmpi, mpich, debian-openmpi, or an Mpi name)")),
-    }
-}
-
 fn parse_opts(args: &[String]) -> Result<Opts, String> {
     let mut o = Opts {
         mpis: Vec::new(),
@@ -162,7 +149,12 @@ fn parse_opts(args: &[String]) -> Result<Opts, String> {
         let mut val = || it.next().cloned().ok_or_else(|| format!("{a} needs a value"));
         let num = |v: String| v.replace('_', "").parse::<u64>().map_err(|_| format!("bad {a}: {v}"));
         match a.as_str() {
-            "--mpi" => o.mpis = val()?.split(',').map(parse_mpi).collect::<Result<_, _>>()?,
+            "--mpi" => {
+                o.mpis = val()?
+                    .split(',')
+                    .map(crate::stacks::parse_mpi)
+                    .collect::<Result<_, _>>()?
+            }
             "--rounds" => o.rounds = num(val()?)?.max(1) as usize,
             "--quick" => o.quick = true,
             "--no-callgrind" => o.callgrind = false,

@@ -370,6 +370,8 @@ struct Row {
     first_line: String,
     verdict_line: usize,
     lines: usize,
+    /// The line after the verdict's: its summary.
+    summary: String,
 }
 
 fn one(records_file: &Path, sim: &Path, ranks: usize, per_node: usize, scratch: &Path) -> Result<Row, String> {
@@ -399,14 +401,25 @@ fn one(records_file: &Path, sim: &Path, ranks: usize, per_node: usize, scratch: 
         first_line,
         verdict_line,
         lines: o.stdout.lines().count(),
+        summary: o
+            .stdout
+            .lines()
+            .nth(verdict_line)
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
     })
 }
 
-/// `mpiq-bench scale [--ranks 1000,16000,100000] [--per-node 32] [--mpi openmpi] [--records FILE]`.
+/// `mpiq-bench scale [--ranks 1000,16000,100000] [--per-node 32] [--mpi openmpi] [--only EXAMPLE]
+/// [--records FILE]`: `--mpi` is `openmpi`, `mpich` or any MPI's name (`debian-openmpi`, a
+/// packaged MPI without readable queues); `--only deadlock` (or another of the four) makes every
+/// block that one job, all ranks at the same places.
 pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
     let mut ranks: Vec<usize> = vec![1_000, 16_000, 100_000];
     let mut per_node = 32usize;
     let mut mpi = Mpi::OpenMpi;
+    let mut only: Option<String> = None;
     let mut records_file: Option<PathBuf> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -415,12 +428,9 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
             "--ranks" => ranks = crate::parse_list(&val()?, "--ranks"),
             "--per-node" => per_node = crate::parse_list(&val()?, "--per-node")[0],
             "--mpi" => {
-                mpi = match val()?.as_str() {
-                    "openmpi" => Mpi::OpenMpi,
-                    "mpich" => Mpi::Mpich,
-                    other => return Err(format!("unknown MPI {other}")),
-                }
+                mpi = crate::stacks::parse_mpi(&val()?)?;
             }
+            "--only" => only = Some(val()?),
             "--records" => records_file = Some(PathBuf::from(val()?)),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -430,12 +440,23 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
         given => {
             let file = given.unwrap_or_else(|| scratch.join("records.json"));
             let mut records = Vec::new();
-            for (example, n, args) in [
+            let kinds = [
                 (Example::Deadlock, 8, &[][..]),
                 (Example::BarrierVsRecv, 4, &[][..]),
                 (Example::ComputeStuck, 4, &[][..]),
                 (Example::ManyOps, 4, &["10"][..]),
-            ] {
+            ];
+            if let Some(o) = &only {
+                if !kinds.iter().any(|(e, ..)| e.name() == o) {
+                    return Err(format!(
+                        "--only {o}: not one of deadlock, barrier_vs_recv, compute_stuck, many_ops"
+                    ));
+                }
+            }
+            for (example, n, args) in kinds {
+                if only.as_deref().is_some_and(|o| o != example.name()) {
+                    continue;
+                }
                 let t = Instant::now();
                 let r = record(mpi, example, n, args)?;
                 eprintln!("recorded {} on {mpi} in {:.1} s", r.name, t.elapsed().as_secs_f64());
@@ -451,6 +472,7 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
         "| ranks | nodes | `mpiq job` wall s | peak RSS MiB | exit | verdict at line | report lines | first line |"
     );
     println!("|---|---|---|---|---|---|---|---|");
+    let mut rows = Vec::new();
     for &n in &ranks {
         let row = one(&records_file, &sim, n, per_node, scratch)?;
         println!(
@@ -464,6 +486,11 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
             row.lines,
             row.first_line.chars().take(60).collect::<String>()
         );
+        rows.push(row);
+    }
+    // The verdict's own line (after "Deadlock analysis:") of each row, whole.
+    for row in &rows {
+        println!("summary at {} ranks: {}", row.ranks, row.summary);
     }
     Ok(())
 }

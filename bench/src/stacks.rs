@@ -127,9 +127,14 @@ fn depth_row(mpi: Mpi, depth: usize, reps: usize, scratch: &Path) -> Result<(usi
 /// `--mpi openmpi|mpich`.
 pub fn parse_mpi(name: &str) -> Result<Mpi, String> {
     match name {
-        "openmpi" => Ok(Mpi::OpenMpi),
+        "openmpi" | "ompi" => Ok(Mpi::OpenMpi),
         "mpich" => Ok(Mpi::Mpich),
-        other => Err(format!("unknown MPI {other}")),
+        "debian" => Ok(Mpi::DebianOpenMpi),
+        other => Mpi::all()
+            .into_iter()
+            .chain(Mpi::packaged())
+            .find(|m| m.name() == other)
+            .ok_or_else(|| format!("unknown MPI {other} (openmpi, mpich, or an MPI's name: debian-openmpi, ...)")),
     }
 }
 

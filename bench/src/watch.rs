@@ -186,7 +186,7 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
     for i in 0..samples {
         let start = Instant::now();
         let time = now_ms();
-        let s = watch_sample(&source, &opts, &options, Duration::from_secs(60)).map_err(|e| e.to_string())?;
+        let s = watch_sample(&source, &opts, Duration::from_secs(60)).map_err(|e| e.to_string())?;
         let took = ms(start.elapsed());
         if s.snapshot.processes.len() != ranks {
             return Err(format!("{} ranks read, not {ranks}", s.snapshot.processes.len()));

@@ -535,13 +535,19 @@ pub fn parse_with<T: Default, S: AsRef<str>>(table: &[OptionSpec<T>], args: &[S]
 impl DumpOptions {
     /// Parses already split arguments (the options of [`DUMP_OPTIONS`]).
     pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Self, UsageError> {
-        let o: DumpOptions = parse_with(DUMP_OPTIONS, args)?;
-        if o.format == Format::Folded && o.no_stacks {
+        parse_with(DUMP_OPTIONS, args)?.checked()
+    }
+
+    /// The options as given, if they go together: what every parser of
+    /// them (the words of gdb and lldb, the CLI's clap arguments) checks
+    /// once all are applied.
+    pub fn checked(self) -> Result<Self, UsageError> {
+        if self.format == Format::Folded && self.no_stacks {
             return Err(UsageError(
                 "--folded prints the call stacks, which --no-stacks does not read".into(),
             ));
         }
-        Ok(o)
+        Ok(self)
     }
 
     /// Parses a command line as a debugger passes it (split on white space,

@@ -149,7 +149,10 @@ pub enum Command {
         node_timeout: u64,
         /// Samples to take: 2 (default) compares two snapshots taken
         /// --interval apart, so that a slow but progressing job is not
-        /// reported as deadlocked; 1 decides on a single snapshot.
+        /// reported as deadlocked (when only a move between them keeps the
+        /// verdict from a deadlock, up to 2 more are taken: a job that hung
+        /// just after the first is not progressing); 1 decides on a single
+        /// snapshot.
         #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
         samples: u8,
         /// Milliseconds the ranks run between the two samples.
@@ -207,9 +210,10 @@ pub enum Command {
         /// named on stdin (`detail RANK...`, `detail all`, `end`) whole.
         #[arg(long)]
         compact: bool,
-        /// The bridge's dump options, after `--`.
-        #[arg(last = true, allow_hyphen_values = true)]
-        options: Vec<String>,
+        /// The bridge's dump options, as the front end parsed them: their
+        /// JSON (never words to parse again).
+        #[arg(long = "dump-options", value_name = "JSON")]
+        dump_options: Option<String>,
     },
     /// Run an MPI job and, if it hangs, report on it as `mpiq job` does and
     /// end it (for CI: a hung MPI test explains itself).
@@ -390,7 +394,7 @@ const OUTPUT_HEADING: &str = "Output options (mpiq only)";
 /// CLI's own output options, which only it has: `--format
 /// text|json|dot|csv`, `--svg FILE` and `--no-analysis` (the analysis of
 /// several ranks and its wait-for graph).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct DumpArgs {
     /// Output format: text, json (mpiq.snapshot/2 plus "analysis"), dot
     /// (the wait-for graph for graphviz) or csv (its edges).
@@ -402,9 +406,22 @@ pub struct DumpArgs {
     pub flamegraph: Option<PathBuf>,
     /// Show the queues only, without the cross-rank analysis.
     pub no_analysis: bool,
-    /// The bridge's options as given (`--all`, `--queue Q`, ...), for
-    /// [`DumpOptions::parse`].
-    pub options: Vec<String>,
+    /// The bridge's options (`--all`, `--queue Q`, ...), parsed once from
+    /// the command line with the bridge's table (its error, if a value was
+    /// bad, for [`DumpArgs::to_options`] to say).
+    pub options: Result<DumpOptions, UsageError>,
+}
+
+impl Default for DumpArgs {
+    fn default() -> Self {
+        DumpArgs {
+            format: None,
+            svg: None,
+            flamegraph: None,
+            no_analysis: false,
+            options: Ok(DumpOptions::default()),
+        }
+    }
 }
 
 impl Args for DumpArgs {
@@ -459,7 +476,7 @@ impl FromArgMatches for DumpArgs {
             svg: m.get_one::<PathBuf>("svg").cloned(),
             flamegraph: m.get_one::<PathBuf>("flamegraph").cloned(),
             no_analysis: m.get_flag("no_analysis"),
-            options: table_values(DUMP_OPTIONS, m),
+            options: dump_options(m),
         })
     }
 
@@ -471,16 +488,16 @@ impl FromArgMatches for DumpArgs {
 
 /// The questions of `mpiq lookup`: the bridge's lookup options, made from
 /// its table ([`mpiq::lookup::LOOKUP_OPTIONS`]) and parsed by the bridge.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct LookupArgs {
     /// The options as given, for [`Lookup::parse`].
-    pub options: Vec<String>,
+    pub options: Result<Lookup, UsageError>,
 }
 
 impl LookupArgs {
     /// The parsed questions.
     pub fn to_lookup(&self) -> Result<Lookup, UsageError> {
-        Lookup::parse(&self.options)
+        self.options.clone()
     }
 }
 
@@ -497,7 +514,7 @@ impl Args for LookupArgs {
 impl FromArgMatches for LookupArgs {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         Ok(LookupArgs {
-            options: table_values(LOOKUP_OPTIONS, m),
+            options: table_options(LOOKUP_OPTIONS, m),
         })
     }
 
@@ -540,37 +557,55 @@ fn table_args<T>(table: &'static [OptionSpec<T>], heading: &'static str) -> Vec<
         .collect()
 }
 
-/// The arguments [`table_args`] matched, back as words for the bridge's
-/// parser (`--name`, `--name VALUE`), in the table's order.
-fn table_values<T>(table: &'static [OptionSpec<T>], m: &ArgMatches) -> Vec<String> {
-    let mut out = Vec::new();
+/// The value the arguments [`table_args`] matched make: each row's
+/// `apply` on its value, in the table's order, as the bridge's own parser
+/// does with words (one parse, no words in between). Rows the command does
+/// not have (the watch has no `--json`) are passed over.
+pub(crate) fn table_options<T: Default>(table: &'static [OptionSpec<T>], m: &ArgMatches) -> Result<T, UsageError> {
+    let mut out = T::default();
     for spec in table.iter().filter(|spec| spec.handler == Handler::Bridge) {
         match spec.value {
             None => {
-                if m.get_flag(spec.name) {
-                    out.push(spec.flag());
+                if m.try_get_one::<bool>(spec.name)
+                    .ok()
+                    .flatten()
+                    .copied()
+                    .unwrap_or(false)
+                {
+                    (spec.apply)(&mut out, "")?;
                 }
             }
             Some(_) => {
-                for v in m.get_many::<String>(spec.name).into_iter().flatten() {
-                    out.push(spec.flag());
-                    out.push(v.clone());
+                for v in m.try_get_many::<String>(spec.name).ok().flatten().into_iter().flatten() {
+                    if v.is_empty() {
+                        return Err(UsageError(format!("{} needs a value", spec.flag())));
+                    }
+                    (spec.apply)(&mut out, v)?;
                 }
             }
         }
     }
-    out
+    Ok(out)
+}
+
+/// The bridge's dump options of a command line (every row of
+/// [`DUMP_OPTIONS`] the CLI has), checked as the bridge's parser checks
+/// them; `--json` with `--folded` disagree.
+pub(crate) fn dump_options(m: &ArgMatches) -> Result<DumpOptions, UsageError> {
+    let given = |name: &str| m.try_get_one::<bool>(name).ok().flatten().copied().unwrap_or(false);
+    if given("json") && given("folded") {
+        return Err(UsageError("--json and --folded disagree".into()));
+    }
+    table_options(DUMP_OPTIONS, m)?.checked()
 }
 
 impl DumpArgs {
     /// The output format (`--json` is `--format json`).
     pub fn output_format(&self) -> Result<OutputFormat, UsageError> {
-        let flag = |name: &str| self.options.iter().any(|o| o == name);
-        let given = match (flag("--json"), flag("--folded")) {
-            (true, true) => return Err(UsageError("--json and --folded disagree".into())),
-            (true, false) => Some(("--json", OutputFormat::Json)),
-            (false, true) => Some(("--folded", OutputFormat::Folded)),
-            (false, false) => None,
+        let given = match self.options.clone()?.format {
+            Format::Json => Some(("--json", OutputFormat::Json)),
+            Format::Folded => Some(("--folded", OutputFormat::Folded)),
+            Format::Text => None,
         };
         let f = match (self.format, given) {
             (Some(f), Some((name, g))) if f != g => {
@@ -595,7 +630,7 @@ impl DumpArgs {
     /// The bridge's options (parsed by the bridge, so every front end
     /// accepts the same values), JSON when the output is.
     pub fn to_options(&self) -> Result<DumpOptions, UsageError> {
-        let mut opts = DumpOptions::parse(&self.options)?;
+        let mut opts = self.options.clone()?;
         opts.format = match self.output_format()? {
             OutputFormat::Json => Format::Json,
             OutputFormat::Folded => Format::Folded,
@@ -654,18 +689,14 @@ mod tests {
         assert_eq!(o.comm.as_deref(), Some("my comm"));
         assert_eq!(o.timeout_ms, Some(2500));
         assert!(o.in_process);
-        assert!(DumpArgs {
-            options: vec!["--timeout".into(), "soon".into()],
-            ..DumpArgs::default()
+        for bad in [&["--timeout", "soon"], &["--queue", "bogus"], &["--comm", ""]] {
+            let mut all = vec!["mpiq", "queues", "--pid", "1"];
+            all.extend_from_slice(bad);
+            let Command::Queues { dump, .. } = Cli::try_parse_from(all).unwrap().command else {
+                panic!("not queues")
+            };
+            assert!(dump.to_options().is_err(), "{bad:?}");
         }
-        .to_options()
-        .is_err());
-        assert!(DumpArgs {
-            options: vec!["--queue".into(), "bogus".into()],
-            ..DumpArgs::default()
-        }
-        .to_options()
-        .is_err());
     }
 
     #[test]
@@ -769,11 +800,26 @@ mod tests {
         let r = parse(&["--timeout", "1s", "--detect", "--detect-every", "500ms", "true"]).unwrap();
         assert_eq!(r.detect_every, Some(Duration::from_millis(500)));
         // As given; by default 30 s, or 100 x the last check's longest stop.
-        assert_eq!(r.detect_interval(Duration::from_secs(1)), Duration::from_millis(500));
+        assert_eq!(
+            r.detect_interval(Duration::from_secs(1), false),
+            Duration::from_millis(500)
+        );
         let d = parse(&["--detect", "true"]).unwrap();
-        assert_eq!(d.detect_interval(Duration::ZERO), Duration::from_secs(30));
-        assert_eq!(d.detect_interval(Duration::from_millis(200)), Duration::from_secs(30));
-        assert_eq!(d.detect_interval(Duration::from_millis(450)), Duration::from_secs(45));
+        assert_eq!(d.detect_interval(Duration::ZERO, false), Duration::from_secs(30));
+        assert_eq!(
+            d.detect_interval(Duration::from_millis(200), false),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            d.detect_interval(Duration::from_millis(450), false),
+            Duration::from_secs(45)
+        );
+        // Standing still: the default, however long the last stop (a hang
+        // is seen within --min-hang and three checks).
+        assert_eq!(
+            d.detect_interval(Duration::from_millis(4500), true),
+            Duration::from_secs(30)
+        );
         for (text, ms) in [
             ("500ms", 500),
             ("60s", 60_000),
@@ -844,11 +890,9 @@ mod tests {
         let Command::Queues { dump, .. } = cli.command else {
             panic!("not queues")
         };
-        assert_eq!(
-            dump.options,
-            ["--all", "--queue", "sends", "--queue", "unexpected,recv"]
-        );
-        assert_eq!(dump.to_options().unwrap().queues.len(), 3);
+        let o = dump.to_options().unwrap();
+        assert!(o.all);
+        assert_eq!(o.queues.len(), 3);
         assert!(Cli::try_parse_from(["mpiq", "queues", "--pid", "1", "--targets", "all"]).is_err());
     }
 

@@ -12,8 +12,8 @@ use crate::handoff::Reopen;
 use crate::live::LiveProcess;
 use crate::report::{self, Samples};
 use crate::run::{
-    finish, run_collector, run_core, run_job, run_queues, run_replay, run_stacks, test_hold, CollectRequest, Fetch,
-    JobPlan, JobSource, Outcome, Reporter, RunError,
+    finish, run_collector, run_core, run_job_settled, run_queues, run_replay, run_stacks, test_hold, CollectRequest,
+    Fetch, JobPlan, JobSource, Outcome, Reporter, RunError,
 };
 use crate::{flamegraph, launch, lookup, pmix, watch};
 
@@ -75,12 +75,11 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
                 samples: *samples,
                 interval_ms: *interval,
                 node_timeout: Duration::from_secs(*node_timeout),
-                options: dump.options.clone(),
                 compact,
             };
             // A job given by its Slurm id: other nodes through srun into it.
             let slurm_job = slurm.as_deref().and_then(|s| s.split('.').next());
-            let (samples, details) = run_job(&source, &plan, &opts, &rep)?;
+            let (samples, details) = run_job_settled(&source, &plan, &opts, &rep)?;
             finish(
                 samples,
                 true,
@@ -101,7 +100,7 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
             interval,
             deadline,
             compact,
-            options,
+            dump_options,
         } => run_collector(
             &CollectRequest {
                 node: node.as_deref(),
@@ -111,7 +110,11 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
                 deadline_ms: *deadline,
                 compact: *compact,
             },
-            options,
+            &match dump_options {
+                Some(json) => serde_json::from_str(json)
+                    .map_err(|e| UsageError(format!("--dump-options: not the options' JSON: {e}")))?,
+                None => DumpOptions::default(),
+            },
             &rep,
         ),
         Command::Replay { file, dump } => {

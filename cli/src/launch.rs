@@ -77,7 +77,7 @@ enum Ending {
         check: u32,
         starter: Starter,
         report: Box<Report>,
-        state: HangState,
+        state: Box<HangState>,
         rule: HangRule,
     },
 }
@@ -148,7 +148,10 @@ pub fn run(args: &RunArgs, verbose: bool) -> u8 {
         note(format_args!("flight recorder: {}", p.how));
     }
     let mut cost = DetectCost::default();
-    let watched = watch(&mut job, args, started, &note, &mut cost);
+    let mut suspected = |check: u32, starter: &Starter, report: &Report, state: &HangState, rule: HangRule| {
+        suspected_report(&tees, args, preload.as_ref(), check, starter, report, state, rule);
+    };
+    let watched = watch(&mut job, args, started, &note, &mut cost, &mut suspected);
     match watched {
         Watched::Finished => {
             let status = reap(&mut job, &mut tees);
@@ -208,15 +211,23 @@ fn watch(
     started: Instant,
     note: &dyn Fn(std::fmt::Arguments),
     cost: &mut DetectCost,
+    suspected: &mut dyn FnMut(u32, &Starter, &Report, &HangState, HangRule),
 ) -> Watched {
     let deadline = args.timeout.map(|t| started + t);
-    let mut next_check = args.detect.then(|| started + args.detect_interval(Duration::ZERO));
+    let mut next_check = args
+        .detect
+        .then(|| started + args.detect_interval(Duration::ZERO, false));
+    // Whether the job stood still at the last check.
+    let mut still = false;
     let mut checks = 0;
     let rule = HangRule {
         floor_ms: u64::try_from(args.min_hang.as_millis()).unwrap_or(u64::MAX),
+        compute_ms: u64::try_from(args.compute_hang.as_millis()).unwrap_or(u64::MAX),
         ..HangRule::default()
     };
     let mut hang = HangWatch::new(rule);
+    // A suspected hang is reported once, until the job moves again.
+    let mut suspicion_said = false;
     loop {
         // A signal first: the job may have exited of the signal passed on.
         if let Some((sig, _)) = signals::passed_on() {
@@ -248,7 +259,10 @@ fn watch(
                 }
                 Ok((starter, report)) => {
                     let at = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    let state = hang.push(at, &report.snapshot, &cpu_of(&report.snapshot));
+                    // The kernel's view in the snapshot, read as each rank
+                    // was stopped: its CPU time and its wait for a CPU.
+                    let state = hang.push(at, &report.snapshot, &BTreeMap::new());
+                    still = state.not_still.is_none();
                     let word = verdict_word(report.verdict());
                     if state.hung {
                         note(format_args!(
@@ -258,9 +272,22 @@ fn watch(
                             check: checks,
                             starter,
                             report: Box::new(report),
-                            state,
+                            state: Box::new(state),
                             rule,
                         });
+                    }
+                    if state.suspected && !suspicion_said {
+                        suspicion_said = true;
+                        note(format_args!(
+                            "check {checks}: {word}, suspected hung (ranks stopped {stopped:.2} s)"
+                        ));
+                        suspected(checks, &starter, &report, &state, rule);
+                    } else if suspicion_said && state.not_still.is_some() {
+                        suspicion_said = false;
+                        eprintln!(
+                            "mpiq run: check {checks}: the suspected hang is over: {}",
+                            state.not_still.as_deref().unwrap_or_default()
+                        );
                     }
                     match &state.not_still {
                         None => note(format_args!(
@@ -275,26 +302,12 @@ fn watch(
                 }
                 Err(why) => note(format_args!("check {checks}: not read: {why}")),
             }
-            next_check = Some(Instant::now() + args.detect_interval(cost.last().unwrap_or_default()));
+            next_check = Some(Instant::now() + args.detect_interval(cost.last().unwrap_or_default(), still));
             continue;
         }
         let wake = [Some(now + POLL), deadline, next_check].into_iter().flatten().min();
         std::thread::sleep(wake.map_or(POLL, |w| w.saturating_duration_since(now)));
     }
-}
-
-/// The CPU time of each rank on this machine (ms): a process of another
-/// node (its `node` not this host, [`crate::job::is_local_host`]) has
-/// another machine's pid.
-fn cpu_of(snap: &mpiq::Snapshot) -> BTreeMap<i64, u64> {
-    snap.processes
-        .iter()
-        .filter(|p| p.node.as_deref().is_none_or(crate::job::is_local_host))
-        .filter_map(|p| {
-            let pid = i32::try_from(p.pid?).ok()?;
-            Some((i64::from(p.world_rank?), procs::Stat::of(pid)?.cpu_ms()))
-        })
-        .collect()
 }
 
 /// Why `mpiq run` could not read its job; a person reads it in the report.
@@ -410,7 +423,6 @@ fn hung(
             )
         }
     };
-    let opts = text_options();
     let mut text = format!("mpiq run: ending the job, {why}\n");
     let _ = writeln!(
         text,
@@ -422,7 +434,99 @@ fn hung(
     if let Some(words) = cost.words(ran) {
         let _ = writeln!(text, "  watching: {words}");
     }
-    match &analysis {
+    report_into(
+        &mut text,
+        analysis.as_ref().map(|(s, r)| (s, r)),
+        tees,
+        args,
+        preload,
+        hung_found,
+    );
+    let _ = writeln!(
+        text,
+        "mpiq run: sending SIGTERM to the job's process group {} (SIGKILL after --grace {} to what is left)",
+        job.pgid(),
+        fmt_duration(args.grace)
+    );
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    if let Some(dir) = &args.report {
+        if let Err(e) = std::fs::write(dir.join("report.txt"), &text) {
+            eprintln!("mpiq run: cannot write {}: {e}", dir.join("report.txt").display());
+        }
+    }
+    let hurry = || signals::passed_on().is_some();
+    let killed = job.end(true, args.grace, &hurry);
+    let _ = reap(job, tees);
+    if let Some(dir) = &args.report {
+        write_job_output(dir, tees);
+    }
+    eprintln!(
+        "mpiq run: the job was ended{}; exit status {EXIT_HUNG}",
+        if killed {
+            " (SIGKILL: it was still running after --grace)"
+        } else {
+            " by SIGTERM"
+        }
+    );
+}
+
+/// A suspected hang (`--detect`): the job stood still past the rule while a
+/// rank computes outside MPI, as in a long serial phase. The report is
+/// printed (and written with --report DIR) at once, and the job left
+/// running: it is ended only if nothing changes for the rule's longer time,
+/// or at --timeout.
+#[allow(clippy::too_many_arguments)]
+fn suspected_report(
+    tees: &[Tee; 2],
+    args: &RunArgs,
+    preload: Option<&Preload>,
+    check: u32,
+    starter: &Starter,
+    report: &Report,
+    state: &HangState,
+    rule: HangRule,
+) {
+    let words = match &report.analysis {
+        Some(a) => hang_words(state, a, rule),
+        None => String::new(),
+    };
+    let mut text = format!(
+        "mpiq run: suspected hang, the job left running (check {check}; checks every {}): {words}\n",
+        every_words(args)
+    );
+    let _ = writeln!(
+        text,
+        "  it is ended if nothing in it changes for {} in all{}",
+        fmt_duration(std::time::Duration::from_millis(state.threshold_ms)),
+        match args.timeout {
+            Some(t) => format!(", or at --timeout {}", fmt_duration(t)),
+            None => String::new(),
+        }
+    );
+    report_into(&mut text, Ok((starter, report)), tees, args, preload, false);
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    if let Some(dir) = &args.report {
+        if let Err(e) = std::fs::write(dir.join("report.txt"), &text) {
+            eprintln!("mpiq run: cannot write {}: {e}", dir.join("report.txt").display());
+        }
+        write_job_output(dir, tees);
+    }
+}
+
+/// The report on the job after `text`'s first lines: the starter, the
+/// verdict and the whole report (into `text`), and with --report DIR its
+/// files (report.json, waits.dot, waits.svg; report.txt is `text`, written
+/// by the caller).
+fn report_into(
+    text: &mut String,
+    analysis: Result<(&Starter, &Report), &AnalyseError>,
+    tees: &[Tee; 2],
+    args: &RunArgs,
+    preload: Option<&Preload>,
+    hung_found: bool,
+) {
+    let opts = text_options();
+    match analysis {
         Ok((starter, report)) => {
             let _ = writeln!(
                 text,
@@ -448,7 +552,7 @@ fn hung(
     let mut problems = Vec::new();
     if let Some(dir) = &args.report {
         let mut written = vec!["report.txt (this text)".to_string()];
-        if let Ok((_, report)) = &analysis {
+        if let Ok((_, report)) = analysis {
             let mut json_opts = opts.clone();
             json_opts.format = Format::Json;
             let json = report::render(report, OutputFormat::Json, &json_opts);
@@ -477,39 +581,18 @@ fn hung(
             let _ = writeln!(text, "mpiq run: {p}");
         }
     }
-    let _ = writeln!(
-        text,
-        "mpiq run: sending SIGTERM to the job's process group {} (SIGKILL after --grace {} to what is left)",
-        job.pgid(),
-        fmt_duration(args.grace)
+}
+
+/// DIR/job-output.txt: the kept tails of the job's standard output and error.
+fn write_job_output(dir: &Path, tees: &[Tee; 2]) {
+    let output = format!(
+        "{}\n{}",
+        tees[0].section("standard output"),
+        tees[1].section("standard error")
     );
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
-    if let Some(dir) = &args.report {
-        if let Err(e) = std::fs::write(dir.join("report.txt"), &text) {
-            eprintln!("mpiq run: cannot write {}: {e}", dir.join("report.txt").display());
-        }
+    if let Err(e) = std::fs::write(dir.join("job-output.txt"), output) {
+        eprintln!("mpiq run: cannot write {}: {e}", dir.join("job-output.txt").display());
     }
-    let hurry = || signals::passed_on().is_some();
-    let killed = job.end(true, args.grace, &hurry);
-    let _ = reap(job, tees);
-    if let Some(dir) = &args.report {
-        let output = format!(
-            "{}\n{}",
-            tees[0].section("standard output"),
-            tees[1].section("standard error")
-        );
-        if let Err(e) = std::fs::write(dir.join("job-output.txt"), output) {
-            eprintln!("mpiq run: cannot write {}: {e}", dir.join("job-output.txt").display());
-        }
-    }
-    eprintln!(
-        "mpiq run: the job was ended{}; exit status {EXIT_HUNG}",
-        if killed {
-            " (SIGKILL: it was still running after --grace)"
-        } else {
-            " by SIGTERM"
-        }
-    );
 }
 
 /// The interval of the checks in words: as given, or the default's rule.

@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+mod syscalls;
+
 /// What the kernel says of `pid` now (its state, the kernel function it
 /// sleeps in, its CPU time): read before mpiq stops it, which would
 /// otherwise be all there is to read.
@@ -16,11 +18,59 @@ pub fn os_state(pid: i32) -> Option<mpiq::OsState> {
         .ok()
         .map(|w| w.trim().to_string())
         .filter(|w| !w.is_empty() && w != "0");
+    let sched = sched_us(pid);
+    let asleep = matches!(stat.state, 'S' | 'D');
     Some(mpiq::OsState {
         state: stat.state.to_string(),
+        syscall: asleep.then(|| syscall_of(pid)).flatten(),
         wchan: wchan.filter(|_| stat.state != 'R'),
         cpu_ms: stat.cpu_ms(),
+        io_bytes: io_bytes(pid),
+        run_us: sched.map(|(run, _)| run),
+        wait_us: sched.map(|(_, wait)| wait),
     })
+}
+
+/// The system call the main thread of `pid` is in, by name (`openat`),
+/// from the first field of `/proc/PID/syscall`: `None` when it runs, or
+/// sleeps outside a system call (`-1`), or the file cannot be read. Only
+/// the number is used, never the call's arguments.
+fn syscall_of(pid: i32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/syscall")).ok()?;
+    let nr: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(syscalls::name(nr))
+}
+
+/// Time on a CPU and time waiting for one, in microseconds, summed over
+/// every thread of `pid` (the first two fields of each thread's
+/// `/proc/PID/task/TID/schedstat`, in nanoseconds); `None` when the kernel
+/// keeps no such counters.
+fn sched_us(pid: i32) -> Option<(u64, u64)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut sum: Option<(u64, u64)> = None;
+    for t in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else {
+            continue;
+        };
+        let mut f = text.split_whitespace().map(|v| v.parse::<u64>().ok());
+        if let (Some(Some(run)), Some(Some(wait))) = (f.next(), f.next()) {
+            let (r, w) = sum.unwrap_or_default();
+            sum = Some((r.saturating_add(run / 1000), w.saturating_add(wait / 1000)));
+        }
+    }
+    sum
+}
+
+/// `rchar` + `wchar` of `/proc/PID/io`: every byte the process read or
+/// wrote so far, through any call (only the counters are read).
+fn io_bytes(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some(field("rchar:")?.saturating_add(field("wchar:")?))
 }
 
 /// One process: its pid and start time (clock ticks after boot).

@@ -368,6 +368,28 @@ fn list_tasks(pid: i32) -> Result<Vec<Pid>, AttachError> {
     Ok(tids)
 }
 
+/// How long a process seen stopped (`T`) is given for all its threads to
+/// reach the stop.
+const GROUP_STOP_WAIT: Duration = Duration::from_millis(500);
+
+/// Waits (at most [`GROUP_STOP_WAIT`]) until every thread of `pid`, seen
+/// stopped by a signal, is in the stop. A `SIGSTOP` stops the threads one
+/// by one, and a thread seized before it got there leaves the stop
+/// unfinished: at detach the kernel then lets the whole process run on,
+/// and a process found stopped must be left stopped.
+fn whole_group_stop(pid: i32) {
+    let deadline = Instant::now() + GROUP_STOP_WAIT;
+    while Instant::now() < deadline {
+        let all = list_tasks(pid)
+            .map(|ts| ts.iter().all(|&t| matches!(task_state(pid, t), Some('T' | 't') | None)))
+            .unwrap_or(true);
+        if all {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 fn permission_denied(pid: i32) -> AttachError {
     let detail = match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
         Ok(s) => format!(" (/proc/sys/kernel/yama/ptrace_scope is {})", s.trim()),
@@ -395,6 +417,9 @@ fn attach_all(pid: i32, traced: &mut Vec<Traced>) -> Result<AttachInfo, AttachEr
         return Err(AttachError::NoSuchProcess(pid));
     }
     let was_stopped = state == 'T';
+    if was_stopped {
+        whole_group_stop(pid);
+    }
     // Seize until no new thread appears: a running thread may clone while we
     // work through the list.
     loop {

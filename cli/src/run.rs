@@ -33,7 +33,7 @@ mod wire;
 pub use collector::run_collector;
 pub use collector::{CollectError, CollectRequest};
 pub use fanout::Details;
-pub use sampling::{run_job, watch_sample, JobPlan, JobSource, WatchSample};
+pub use sampling::{run_job_settled, watch_sample, JobPlan, JobSource, WatchSample};
 pub use slurm::{SlurmError, SlurmStep};
 use wire::Request;
 /// The collectors' wire, for the scale harness (`mpiq-bench scale`), which
@@ -402,11 +402,10 @@ pub fn job_samples(starter: i32, opts: &DumpOptions, verbose: bool) -> Result<Sa
         samples: 2,
         interval_ms: crate::args::DEFAULT_INTERVAL_MS,
         node_timeout: Duration::from_secs(crate::args::DEFAULT_NODE_TIMEOUT_SECS),
-        options: Vec::new(),
         // Its report is written as JSON as well: every rank whole.
         compact: false,
     };
-    run_job(&JobSource::Starter(starter), &plan, opts, &rep).map(|(samples, _)| samples)
+    sampling::run_job_settled(&JobSource::Starter(starter), &plan, opts, &rep).map(|(samples, _)| samples)
 }
 
 /// `mpiq replay FILE`: the processes of a recording, dumped again.

@@ -173,7 +173,6 @@ pub fn run(args: &WatchArgs) -> Result<Outcome, RunError> {
         let live = source::Live {
             source,
             opts: opts.clone(),
-            options: args.options.clone(),
             interval: args.interval,
             node_timeout: Duration::from_secs(args.node_timeout),
             writer,

@@ -21,7 +21,57 @@ def _object(frame, pc):
     return None
 
 
-def _frame(frame):
+class _Maps:
+    """Where each object is loaded, from gdb's `info proc mappings` (a live
+    process's maps, a core's file notes), read once per dump: a pc's
+    link-time address in its object (`offset` in the JSON, the CLI's
+    `OBJECT+0xOFFSET`), the same in every rank whatever ASLR did."""
+
+    def __init__(self):
+        self.rows = []  # (start, end, path)
+        self.bias = {}  # path: load bias
+        try:
+            text = gdb.execute("info proc mappings", to_string=True)
+        except gdb.error:
+            return
+        for line in text.splitlines():
+            f = line.split()
+            if len(f) < 6 or not f[0].startswith("0x") or not f[-1].startswith("/"):
+                continue
+            try:
+                start, end, offset = int(f[0], 16), int(f[1], 16), int(f[3], 16)
+            except ValueError:
+                continue
+            path = f[-1]
+            self.rows.append((start, end, path))
+            if offset == 0 and path not in self.bias:
+                # A position-independent object (ET_DYN) is linked at 0
+                # and loaded at its first mapping; an executable (ET_EXEC)
+                # where it was linked.
+                self.bias[path] = start if _elf_type(path) == 3 else 0
+
+    def offset(self, pc):
+        for start, end, path in self.rows:
+            if start <= pc < end:
+                bias = self.bias.get(path)
+                return None if bias is None else pc - bias
+        return None
+
+
+def _elf_type(path):
+    """e_type of the ELF file at `path` (2 executable, 3 shared or PIE), or
+    None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(18)
+    except OSError:
+        return None
+    if len(head) < 18 or head[:4] != b"\x7fELF":
+        return None
+    return int.from_bytes(head[16:18], "little" if head[5] == 1 else "big")
+
+
+def _frame(frame, maps):
     pc = frame.pc()
     out = {"pc": f"{pc:#x}"}
     name = frame.name()
@@ -30,6 +80,9 @@ def _frame(frame):
     objfile = _object(frame, pc)
     if objfile:
         out["object"] = objfile
+    offset = maps.offset(pc)
+    if offset is not None:
+        out["offset"] = offset
     sal = frame.find_sal()
     if sal is not None and sal.symtab is not None:
         out["file"] = sal.symtab.filename
@@ -40,7 +93,7 @@ def _frame(frame):
     return out
 
 
-def _thread(thread):
+def _thread(thread, maps):
     """One thread's stack (the thread becomes the selected one), walked
     once: its last frame says why gdb's unwinding ended, if abnormally."""
     thread.switch()
@@ -50,7 +103,7 @@ def _thread(thread):
         if len(frames) == MAX_FRAMES:
             note = f"stopped after {MAX_FRAMES} frames"
             break
-        frames.append(_frame(frame))
+        frames.append(_frame(frame, maps))
         last = frame
         try:
             frame = frame.older()
@@ -73,7 +126,8 @@ def stacks_json(inferior):
     """The JSON of every thread of `inferior` (the caller restores the
     selection afterwards)."""
     threads = sorted(inferior.threads(), key=lambda t: t.num)
-    return json.dumps([_thread(t) for t in threads]).encode("utf-8", "replace")
+    maps = _Maps()
+    return json.dumps([_thread(t, maps) for t in threads]).encode("utf-8", "replace")
 
 
 _MASK = (1 << 64) - 1

@@ -59,6 +59,7 @@ public:
   rust::String thread_name(uint32_t thread) const;
   uint32_t num_frames(uint32_t thread) const;
   uint64_t frame_pc(uint32_t thread, uint32_t frame) const;
+  uint64_t frame_file_address(uint32_t thread, uint32_t frame) const;
   rust::String frame_function(uint32_t thread, uint32_t frame) const;
   rust::String frame_object(uint32_t thread, uint32_t frame) const;
   rust::String frame_file(uint32_t thread, uint32_t frame) const;

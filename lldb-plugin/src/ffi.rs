@@ -103,6 +103,10 @@ mod bridge {
         fn num_frames(self: &TargetHost, thread: u32) -> u32;
         /// A frame's pc.
         fn frame_pc(self: &TargetHost, thread: u32, frame: u32) -> u64;
+        /// A frame's pc as an address in its module's file (its link-time
+        /// address: the same in every process whatever ASLR did), or
+        /// `u64::MAX` when LLDB cannot place it.
+        fn frame_file_address(self: &TargetHost, thread: u32, frame: u32) -> u64;
         /// A frame's function (display name), empty if unknown.
         fn frame_function(self: &TargetHost, thread: u32, frame: u32) -> String;
         /// The path of a frame's module, empty if unknown.

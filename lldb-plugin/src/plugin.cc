@@ -470,6 +470,16 @@ uint64_t TargetHost::frame_pc(uint32_t thread, uint32_t frame) const {
   return process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame).GetPC();
 }
 
+uint64_t TargetHost::frame_file_address(uint32_t thread, uint32_t frame) const {
+  lldb::SBFrame f = process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame);
+  lldb::SBAddress a = f.GetPCAddress();
+  if (!a.IsValid() || !a.GetModule().IsValid())
+    a = target_.ResolveLoadAddress(f.GetPC());
+  if (!a.IsValid() || !a.GetModule().IsValid())
+    return kInvalidAddress;
+  return a.GetFileAddress();
+}
+
 rust::String TargetHost::frame_function(uint32_t thread, uint32_t frame) const {
   lldb::SBFrame f = process_.GetThreadAtIndex(thread).GetFrameAtIndex(frame);
   // A function with debug information, else the symbol table's name.

@@ -97,6 +97,9 @@ impl Target for LldbTarget {
                     file: nonempty(self.host.frame_file(t, f)).map(mpiq::Text::from),
                     line: Some(self.host.frame_line(t, f)).filter(|&l| l != 0),
                     inlined: self.host.frame_inlined(t, f),
+                    // The pc's link-time address in its object, as the
+                    // CLI gives it: ranks at one place read alike.
+                    offset: Some(self.host.frame_file_address(t, f)).filter(|&a| a != u64::MAX),
                     python: false,
                 })
                 .collect();

@@ -66,6 +66,33 @@ pub fn artifacts_dir() -> PathBuf {
     dir.to_path_buf()
 }
 
+/// Where the debuggers the tests start keep the indexes of the objects'
+/// debug information they build (`debugger-index-cache/` in the profile
+/// directory, kept with the build): the test bed's MPI libraries are read
+/// by hundreds of gdb and lldb sessions, and indexing them again in each
+/// was half of what a session cost (gdb 1.05 s of CPU to 0.5, lldb 1.1 to
+/// 0.7, on one rank of Open MPI 4.1.4). Keyed by build id (gdb) and by
+/// path and time (lldb): a rebuilt object is indexed again.
+pub fn debugger_index_cache(debugger: &str) -> PathBuf {
+    artifacts_dir().join("debugger-index-cache").join(debugger)
+}
+
+/// gdb options (before the target is loaded) that use [`debugger_index_cache`].
+pub fn with_gdb_index_cache(cmd: &mut Command) -> &mut Command {
+    let dir = debugger_index_cache("gdb");
+    cmd.arg("-iex")
+        .arg(format!("set index-cache directory {}", dir.display()))
+        .args(["-iex", "set index-cache enabled on"])
+}
+
+/// lldb options (before the target is loaded) that use [`debugger_index_cache`].
+pub fn with_lldb_index_cache(cmd: &mut Command) -> &mut Command {
+    let dir = debugger_index_cache("lldb");
+    cmd.arg("-O")
+        .arg(format!("settings set symbols.lldb-index-cache-path {}", dir.display()))
+        .args(["-O", "settings set symbols.enable-lldb-index-cache true"])
+}
+
 /// An artifact of the build, which must exist.
 pub fn artifact(name: &str) -> PathBuf {
     let p = artifacts_dir().join(name);
@@ -98,8 +125,9 @@ pub fn libmpiq() -> PathBuf {
 /// `EXE CORE`, `--args EXE ARGS...`, or nothing.
 pub fn gdb_command_on<S: AsRef<OsStr>>(target: &[S], commands: &[&str]) -> Command {
     let mut cmd = Command::new("gdb");
-    cmd.args(["-batch", "-nx", "-q"])
-        .env("MPIQ_LIB", libmpiq())
+    cmd.args(["-batch", "-nx", "-q"]);
+    with_gdb_index_cache(&mut cmd);
+    cmd.env("MPIQ_LIB", libmpiq())
         .arg("-ex")
         .arg(format!("source {}", mpiq_py().display()));
     for c in commands {
@@ -172,8 +200,9 @@ pub fn lldb_plugin() -> &'static Path {
 /// when it quits, so the process goes on.
 pub fn lldb_command_on<S: AsRef<OsStr>>(target: &[S], commands: &[&str]) -> Command {
     let mut cmd = Command::new(lldb_binary());
-    cmd.args(["-b", "--no-lldbinit", "-o"])
-        .arg(format!("plugin load {}", lldb_plugin().display()));
+    cmd.args(["-b", "--no-lldbinit"]);
+    with_lldb_index_cache(&mut cmd);
+    cmd.arg("-o").arg(format!("plugin load {}", lldb_plugin().display()));
     for c in commands {
         cmd.arg("-o").arg(c);
     }
@@ -268,6 +297,86 @@ pub fn queues(fe: FrontEnd, pid: u32, args: &str) -> Run {
             cli(&a)
         }
     }
+}
+
+/// The snapshot JSON of each of `pids` through `fe`, as [`snapshot`] gives
+/// it for one (`os` left out), read in one session: gdb and lldb attach to
+/// each process in turn and detach (as a user going through the ranks of a
+/// job does), the CLI reads them all in one call. A debugger's start costs
+/// more than its reading of one process: a test that reads every rank of
+/// a job pays it once. Each value holds the `schema` and that one process
+/// (no analysis). Panics with the output unless every process was read.
+pub fn snapshots(fe: FrontEnd, pids: &[u32], args: &str) -> Vec<Value> {
+    crate::gdb::require_ptrace();
+    let each = |attach: &dyn Fn(u32) -> String, dump: &str, detach: &str| -> Vec<String> {
+        pids.iter()
+            .flat_map(|&pid| [attach(pid), format!("{dump} --json {args}"), detach.to_string()])
+            .collect()
+    };
+    let r = match fe {
+        FrontEnd::Gdb => {
+            let commands = each(&|pid| format!("attach {pid}"), "info mpi-queues", "detach");
+            let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+            run(gdb_command_on(&[] as &[&str], &commands))
+        }
+        FrontEnd::Lldb => {
+            let commands = each(
+                &|pid| format!("process attach --pid {pid}"),
+                "mpi queues",
+                "process detach",
+            );
+            let commands: Vec<&str> = commands.iter().map(String::as_str).collect();
+            run_lldb(lldb_command_on(&[] as &[&str], &commands), DEFAULT_TIMEOUT)
+        }
+        FrontEnd::Cli => {
+            let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+            let list = list.join(",");
+            let mut a = vec!["queues", "--pid", list.as_str(), "--json"];
+            a.extend(args.split_whitespace());
+            cli(&a)
+        }
+    };
+    let docs = json_documents(&r.stdout);
+    let mut out = Vec::new();
+    for (i, &pid) in pids.iter().enumerate() {
+        let doc = match fe {
+            FrontEnd::Cli => docs.first(),
+            _ => docs.get(i),
+        };
+        let process = doc
+            .and_then(|d| d["processes"].as_array())
+            .and_then(|ps| ps.iter().find(|p| p["pid"] == pid))
+            .unwrap_or_else(|| panic!("{fe:?} gave no snapshot of pid {pid} (of {pids:?}):\n{r}"));
+        let mut v = serde_json::json!({
+            "schema": doc.map(|d| d["schema"].clone()).unwrap_or_default(),
+            "processes": [process.clone()],
+        });
+        crate::golden::without_os(&mut v);
+        out.push(v);
+    }
+    out
+}
+
+/// Every JSON object in `text` that starts at the start of a line, in
+/// order (a debugger's messages between them left out).
+fn json_documents(text: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find("{\n").map(|i| from + i) {
+        if at > 0 && text.as_bytes()[at - 1] != b'\n' {
+            from = at + 2;
+            continue;
+        }
+        let mut it = serde_json::Deserializer::from_str(&text[at..]).into_iter::<Value>();
+        match it.next() {
+            Some(Ok(v)) => {
+                out.push(v);
+                from = at + it.byte_offset();
+            }
+            _ => from = at + 2,
+        }
+    }
+    out
 }
 
 /// The snapshot JSON of one process through `fe`; panics with the output

@@ -58,7 +58,9 @@ fn has_cap_sys_ptrace() -> bool {
 /// (with gdb's message).
 pub fn batch(pid: u32, commands: &[&str]) -> Run {
     let mut cmd = Command::new("gdb");
-    cmd.args(["-batch", "-nx", "-p"]).arg(pid.to_string());
+    cmd.args(["-batch", "-nx"]);
+    crate::frontends::with_gdb_index_cache(&mut cmd);
+    cmd.arg("-p").arg(pid.to_string());
     for c in commands {
         cmd.arg("-ex").arg(c);
     }

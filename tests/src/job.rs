@@ -287,6 +287,8 @@ impl JobBuilder {
         // Its own process group, so that a signal to the test's group (Ctrl-C) does not reach
         // it and Drop can signal the whole group.
         cmd.process_group(0);
+        // The ranks spin while they wait: below the tools that read them.
+        crate::run::at_low_priority(&mut cmd);
 
         let command = format!("{cmd:?}");
         let started = Instant::now();
@@ -399,9 +401,40 @@ impl Job {
         core
     }
 
-    /// [`Job::gcore`] of every rank, in rank order.
+    /// [`Job::gcore`] of every rank, in rank order, all of one moment: every rank is held
+    /// stopped (`SIGSTOP`) while the cores are written, and continued after (also when a
+    /// `gcore` fails). Written one after another from a running job, the cores need not
+    /// agree: a healthy ring's ranks caught at different steps wait for messages of
+    /// different steps, which reads as a cycle.
     pub fn gcore_all(&self, dir: &Path) -> Vec<PathBuf> {
-        (0..self.ranks().len()).map(|r| self.gcore(r, dir)).collect()
+        struct Held(Vec<u32>);
+        impl Drop for Held {
+            fn drop(&mut self) {
+                for pid in &self.0 {
+                    let _ = std::process::Command::new("kill")
+                        .args(["-CONT", &pid.to_string()])
+                        .status();
+                }
+            }
+        }
+        let pids: Vec<u32> = self.ranks().iter().map(|r| r.pid).collect();
+        let held = Held(pids.clone());
+        for pid in &pids {
+            let _ = std::process::Command::new("kill")
+                .args(["-STOP", &pid.to_string()])
+                .status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !pids.iter().all(|&p| crate::procs::state(p) == Some('T')) {
+            assert!(
+                Instant::now() < deadline,
+                "the ranks {pids:?} did not stop for their cores"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let cores = (0..self.ranks().len()).map(|r| self.gcore(r, dir)).collect();
+        drop(held);
+        cores
     }
 
     /// Options for a job of `example` under `mpi`, with the example's default rank count and

@@ -24,6 +24,9 @@ pub struct JobDir {
 /// in 4.1, a synonym of `btl_sm_backing_directory` in 5.x.
 const BACKING_DIRECTORY: &str = "OMPI_MCA_btl_vader_backing_directory";
 
+/// Open MPI's `mpi_yield_when_idle` (4.1 and 5.x): `sched_yield` between polls.
+const YIELD_WHEN_IDLE: &str = "OMPI_MCA_mpi_yield_when_idle";
+
 impl JobDir {
     /// Makes a new, empty directory.
     ///
@@ -48,8 +51,16 @@ impl JobDir {
 
     /// Points `cmd` (a starter, or `mpiq run` over one) at this directory: `TMPDIR` and
     /// Open MPI's shared-memory backing directory. Other MPIs ignore the latter.
+    ///
+    /// And, for every job the tests start, Open MPI's waiting ranks yield the CPU between
+    /// polls ([`YIELD_WHEN_IDLE`]): on 2 cores, a dozen ranks of the jobs side by side
+    /// busy-poll while they wait, and a new job's start-up (the ranks' `MPI_Init`) waited
+    /// seconds behind them. A rank that yields still polls, and still uses all the CPU
+    /// nobody else wants. (MPICH's ch3 ranks yield every thousand polls of their own.)
     pub fn apply(&self, cmd: &mut Command) {
-        cmd.env("TMPDIR", &self.path).env(BACKING_DIRECTORY, &self.path);
+        cmd.env("TMPDIR", &self.path)
+            .env(BACKING_DIRECTORY, &self.path)
+            .env(YIELD_WHEN_IDLE, "1");
     }
 }
 

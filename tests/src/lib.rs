@@ -21,6 +21,7 @@
 //! `~/.cache/mpiq/testbed`); see `tests/README.md` for what each test needs.
 
 /// The example programs, their per-MPI support and building them.
+pub mod corpus;
 pub mod example;
 /// Running `gdb -batch` against a process and checking ptrace permission.
 pub mod gdb;

@@ -218,18 +218,16 @@ fn cores(job: &Job, dir: &WorkDir) {
     let heading = format!("  ranks 1-3 in MPI_Recv: rank 1, core {}", core1.display());
     let line =
         command_under(out, &heading, "gdb").unwrap_or_else(|| panic!("no gdb line for {heading:?}:\n{}", r.all()));
-    assert!(
-        line.ends_with(&format!(
-            "{} -ex 'source {}' -ex 'info mpi-queues'",
-            core1.display(),
-            workspace_root()
-                .join("gdb-python/mpiq.py")
-                .canonicalize()
-                .unwrap()
-                .display()
-        )),
-        "{line}"
+    let expected = format!(
+        "{} -ex 'source {}' -ex 'info mpi-queues'",
+        core1.display(),
+        workspace_root()
+            .join("gdb-python/mpiq.py")
+            .canonicalize()
+            .unwrap()
+            .display()
     );
+    assert!(line.ends_with(&expected), "{line}\ndoes not end with\n{expected}");
     let batch = line.replacen("gdb ", "gdb -batch -nx ", 1);
     let g = shell(&batch);
     assert!(g.stdout.contains("Posted receives (1):"), "{batch}\n{g}");

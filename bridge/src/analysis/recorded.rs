@@ -14,14 +14,29 @@
 //! and it stays a rank known from its stacks alone).
 
 use crate::snapshot::model::{
-    Communicator, Group, MpiCall, Operation, Peer, ProcessSnapshot, Queue, Queues, Snapshot, Status, Text,
+    Communicator, Group, MissingReason, MpiCall, Operation, Peer, ProcessSnapshot, Queue, Queues, Snapshot, Status,
+    Text,
 };
-use crate::snapshot::recorder::{RecordedArgs, RecordedCall, RecordedRequest, Recording};
+use crate::snapshot::recorder::{RecordedArgs, RecordedCall, RecordedComm, RecordedRequest, Recording};
 use crate::stacks::names::{classify, CallClass};
 use crate::stacks::position::{c_name, outermost_entry, position, Position};
 
 /// `Communicator::world_ranks_source` of the recorder's communicators.
 pub(crate) const SOURCE: &str = "recorder";
+
+/// A communicator of the recorder's in words, the same in every rank:
+/// `MPI_COMM_WORLD`, else by its members ("the communicator of ranks
+/// 0-3"), or its size; never its handle, which is an address in Open MPI
+/// (different in every rank, and nothing a person knows it by).
+pub(crate) fn comm_name(k: &RecordedComm) -> String {
+    if k.world {
+        return "MPI_COMM_WORLD".into();
+    }
+    match &k.world_ranks {
+        Some(w) if !w.is_empty() => format!("the communicator of {}", super::ranks_words(w)),
+        _ => format!("a communicator of {} ranks", k.size),
+    }
+}
 
 /// Whether the queues of `p` are the flight recorder's (its MPI gives none).
 pub(crate) fn recorded(p: &ProcessSnapshot) -> bool {
@@ -48,7 +63,15 @@ pub(crate) fn apply(snap: &mut Snapshot) -> Vec<String> {
             complete(p);
             continue;
         }
-        if !p.communicators.is_empty() {
+        // MPICH ch4's debug library lists communicators whose receives it
+        // reads wrongly (MissingReason::LibraryUntrusted): the recorder's,
+        // whole, stand in for them, its sends too (one source, not two to
+        // reconcile).
+        let untrusted = p
+            .queues_missing
+            .as_ref()
+            .is_some_and(|m| m.reason == MissingReason::LibraryUntrusted);
+        if !p.communicators.is_empty() && !untrusted {
             continue;
         }
         let Some(rec) = p.recorder.as_ref() else {
@@ -94,11 +117,30 @@ pub(crate) fn apply(snap: &mut Snapshot) -> Vec<String> {
             };
             fill(m, c, rec, &comms);
         }
+        // The frames gave some calls the communicator of the library's
+        // list (ch4's, replaced here): the recorder's of the same handle
+        // stands in, or none.
+        for m in &mut stacks.calls {
+            if m.communicator
+                .as_ref()
+                .is_some_and(|id| !comms.iter().any(|k| &k.id == id))
+            {
+                m.communicator = m
+                    .comm_handle
+                    .as_ref()
+                    .filter(|h| comms.iter().any(|k| &k.id == *h))
+                    .cloned();
+            }
+        }
         p.communicators = comms;
-        p.messages.push(
+        p.messages.push(if untrusted {
+            "its MPI's debug library reads receives wrongly: the pending requests and call arguments shown are \
+             from mpiq's flight recorder"
+                .into()
+        } else {
             "its MPI shows no message queues: the pending requests and call arguments shown are from mpiq's flight recorder"
-                .into(),
-        );
+                .into()
+        });
     }
     notes
 }
@@ -266,7 +308,7 @@ fn communicators(rec: &Recording) -> Vec<Communicator> {
             }
             Communicator {
                 id: c.handle.clone(),
-                name: c.name(),
+                name: comm_name(c),
                 size: Some(c.size),
                 local_rank: Some(c.rank),
                 world_ranks: members.map(|m| m.into_iter().map(Some).collect::<Group>()),
@@ -326,7 +368,12 @@ fn fill(m: &mut MpiCall, c: &RecordedCall, rec: &Recording, comms: &[Communicato
     let class = classify(&c.call);
     if let Some(h) = &c.args.comm {
         if comms.iter().any(|k| &k.id == h) {
-            if m.communicator.is_none() {
+            // None, or one of a library's list the recorder's replace.
+            let known = m
+                .communicator
+                .as_ref()
+                .is_some_and(|id| comms.iter().any(|k| &k.id == id));
+            if !known {
                 m.communicator = Some(h.clone());
                 gave = true;
             }
@@ -418,7 +465,7 @@ pub(crate) fn collective_notes(snap: &Snapshot) -> Vec<String> {
             if keyed.iter().filter(|(other, _)| other == key).count() > 1 {
                 continue;
             }
-            let name = k.name();
+            let name = comm_name(k);
             let entry = by
                 .entry(key.clone())
                 .or_insert_with(|| (name, BTreeMap::new(), BTreeMap::new()));

@@ -5,7 +5,7 @@
 use super::testutil::*;
 use super::*;
 use crate::snapshot::model::{
-    Communicator, MissingReason, MpiCall, ProcessSnapshot, QueuesMissing, Stacks, ThreadStack,
+    Communicator, Frame, MissingReason, MpiCall, ProcessSnapshot, QueuesMissing, Stacks, ThreadStack,
 };
 use crate::snapshot::recorder::{RecordedArgs, RecordedCall, RecordedComm, RecordedRequest, Recording};
 
@@ -432,4 +432,128 @@ fn a_call_whose_frames_lost_its_communicator_gets_it_from_the_recorder() {
     recorded::apply(&mut two);
     let m = &two.processes[0].stacks.as_ref().unwrap().calls[0];
     assert_eq!(m.communicator, None, "{m:#?}");
+}
+
+/// MPICH ch4 (its library's receives untrusted): ranks 0-2 in their first
+/// MPI_Allreduce, whose frames gave the communicator of the library's list
+/// (an address), rank 3 computing. The recorder's communicators replace
+/// the library's, and the calls' communicator with them: the waiters'
+/// partners are known, and rank 3 is the one they wait for.
+#[test]
+fn untrusted_queues_replaced_by_the_recorders_keep_each_calls_communicator() {
+    let library_world = "0x7fab4b75e980";
+    let ps: Vec<ProcessSnapshot> = (0..4)
+        .map(|r| {
+            let tid = 100 + r as u64;
+            let mut a = on_world(None, None);
+            a.collective_seq = Some(1);
+            let (thread, calls, begun) = if r < 3 {
+                (
+                    in_mpi(tid, "PMPI_Allreduce", 48),
+                    vec![call(2, tid, "allreduce", a, true)],
+                    1,
+                )
+            } else {
+                (computing(tid), vec![], 0)
+            };
+            let mut p = rank(r, 4, thread, calls, vec![], begun);
+            p.queues_missing = Some(QueuesMissing::new(MissingReason::LibraryUntrusted));
+            p.communicators = vec![world(4, r).id(library_world)];
+            if let Some(st) = p.stacks.as_mut() {
+                for m in &mut st.calls {
+                    m.communicator = Some(library_world.into());
+                    m.comm_handle = Some(WORLD.into());
+                    m.why = None;
+                }
+            }
+            p
+        })
+        .collect();
+    let s = snapshot(ps);
+    let mut one = s.clone();
+    recorded::apply(&mut one);
+    let m = &one.processes[0].stacks.as_ref().unwrap().calls[0];
+    assert_eq!(m.communicator.as_deref(), Some(WORLD), "{m:#?}");
+    let a = analyze_samples(&s, Some(&s), Some(200));
+    assert_eq!(a.verdict, Verdict::NoDeadlock, "{a:#?}");
+    let w = a.waited_on.first().expect("ranks waited on");
+    assert_eq!((w.ranks.clone(), w.state.as_str()), (vec![3], "computing"), "{a:#?}");
+    assert!(w.waiters.iter().all(|x| x.partners_known), "{a:#?}");
+    assert!(
+        !a.notes.iter().any(|n| n.contains("could not be recovered")),
+        "{:?}",
+        a.notes
+    );
+}
+
+/// Elk (Fortran, Debian's Open MPI) under `mpiq run`: ranks 1-3 in
+/// `MPI_Bcast` from rank 0 on their duplicate of `MPI_COMM_WORLD` (a
+/// handle that is an address, different in every rank), through the
+/// recorder's Fortran wrapper (a frame without a name), called from the
+/// application; rank 0 computing. Ranks at one place read alike: the
+/// communicator by its members, the caller the application's frame.
+#[test]
+fn ranks_in_a_call_through_the_recorder_on_a_duplicate_of_world_read_alike() {
+    let recorder = "/root/.cache/mpiq/recorder/ab/libmpiq_recorder.so";
+    let ps: Vec<ProcessSnapshot> = (0..4)
+        .map(|r| {
+            let tid = 100 + r as u64;
+            let dup = format!("0x55{r:02x}00001000");
+            let args = RecordedArgs {
+                comm: Some(dup.clone()),
+                peer: Some(0),
+                count: 13,
+                type_size: Some(8),
+                collective_seq: Some(2),
+                ..RecordedArgs::default()
+            };
+            let thread = if r == 0 {
+                computing(tid)
+            } else {
+                ThreadStack {
+                    tid,
+                    frames: vec![
+                        frame("PMPI_Bcast", LIBMPI, None),
+                        Frame {
+                            function: None,
+                            offset: Some(0x7680),
+                            ..frame("", recorder, None)
+                        },
+                        frame("solve", APP, Some(77)),
+                        frame("main", APP, Some(12)),
+                    ],
+                    ..ThreadStack::default()
+                }
+            };
+            let calls = if r == 0 {
+                vec![]
+            } else {
+                vec![call(4, tid, "bcast", args, true)]
+            };
+            let mut p = rank(r, 4, thread, calls, vec![], 2);
+            if let Some(rec) = p.recorder.as_mut() {
+                rec.comms.push(RecordedComm {
+                    handle: dup,
+                    world: false,
+                    rank: r,
+                    size: 4,
+                    // Rank 0 has not begun the broadcast (#2).
+                    collectives: if r == 0 { 1 } else { 2 },
+                    world_ranks: Some(vec![0, 1, 2, 3]),
+                });
+            }
+            p
+        })
+        .collect();
+    let s = snapshot(ps);
+    let a = analyze_samples(&s, Some(&s), Some(200));
+    assert_ne!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert!(
+        a.summary.contains(
+            "ranks 1-3 wait in MPI_Bcast on the communicator of ranks 0-3 (app.c:77) for rank 0, which is computing"
+        ),
+        "{a:#?}"
+    );
+    assert!(!a.summary.contains("0x"), "{}", a.summary);
+    assert!(!a.summary.contains("libmpiq_recorder"), "{}", a.summary);
 }

@@ -127,6 +127,8 @@ fn stopped(mut s: Snapshot, rank: usize) -> Snapshot {
         state: "T".into(),
         wchan: Some("do_signal_stop".into()),
         cpu_ms: 10,
+        io_bytes: None,
+        ..Default::default()
     });
     s
 }
@@ -169,11 +171,92 @@ fn a_rank_stopped_by_a_signal_in_a_cycle_makes_it_unknown() {
     let a = analyze(&stopped(barrier_vs_recv(4, true), 0), None);
     assert_eq!(a.verdict, Verdict::Unknown, "{a:#?}");
     assert!(a.summary.contains("rank 0 is stopped by a signal"), "{}", a.summary);
+    // Whom the others wait for: rank 0, stopped inside its MPI call, not
+    // walked through as if it waited itself.
+    let w = a.waited_on.first().expect("waited on");
+    assert_eq!((w.ranks.clone(), w.state.as_str()), (vec![0], "stopped"), "{a:#?}");
+    assert!(
+        w.text
+            .starts_with("is stopped by a signal in MPI_Barrier on MPI_COMM_WORLD"),
+        "{}",
+        w.text
+    );
+    assert_eq!(
+        w.waiters.first().map(|x| x.ranks.clone()),
+        Some(vec![1, 2, 3]),
+        "{a:#?}"
+    );
     // Rank 3 stopped: ranks 0 and 1 (and 0 and 2) still wait on each other,
     // none of them stopped: those cycles are a deadlock, rank 3 in none.
     let b = analyze(&stopped(barrier_vs_recv(4, true), 3), None);
     assert_eq!(b.verdict, Verdict::Deadlock, "{b:#?}");
     assert_eq!(b.cycles, vec![vec![0, 1], vec![0, 2]]);
+    // Not left out of the answer.
+    assert!(b.summary.contains("rank 3 is stopped by a signal"), "{}", b.summary);
+}
+
+/// Every rank of `s` with the scheduler's counters `run_us` and `wait_us`
+/// (time on a CPU and waiting for one, microseconds).
+fn scheduled(mut s: Snapshot, run_us: u64, wait_us: u64) -> Snapshot {
+    for p in &mut s.processes {
+        p.os = Some(crate::snapshot::model::OsState {
+            state: "R".into(),
+            run_us: Some(run_us),
+            wait_us: Some(wait_us),
+            ..Default::default()
+        });
+    }
+    s
+}
+
+#[test]
+fn ranks_starved_of_the_cpu_between_the_samples_are_never_a_deadlock() {
+    // The cycle of ranks 0-1 and 0-2, the same in both samples; between
+    // them no rank ran more than 1 ms, each waited 400 ms for a CPU: as a
+    // healthy job's ranks on a crowded node, their messages on the way.
+    let before = scheduled(barrier_vs_recv(4, true), 50_000, 100_000);
+    let now = scheduled(barrier_vs_recv(4, true), 50_100, 500_000);
+    let a = analyze_samples(&now, Some(&before), Some(500));
+    assert_eq!(a.verdict, Verdict::Unknown, "{a:#?}");
+    assert!(
+        a.summary.contains(
+            "ranks 0-3 barely ran between two samples 500 ms apart: at most 0.1 ms on a CPU, and up to 400 ms \
+             ready to run but waiting for one (a crowded node)"
+        ),
+        "{}",
+        a.summary
+    );
+    // The same cycle with the CPU to themselves (200 ms each, a polling
+    // wait), or 0.5 ms of it on a crowded node: the deadlock it is.
+    let busy = scheduled(barrier_vs_recv(4, true), 250_000, 100_500);
+    assert_eq!(
+        analyze_samples(&busy, Some(&before), Some(500)).verdict,
+        Verdict::Deadlock
+    );
+    let crowded = scheduled(barrier_vs_recv(4, true), 50_500, 500_000);
+    assert_eq!(
+        analyze_samples(&crowded, Some(&before), Some(500)).verdict,
+        Verdict::Deadlock
+    );
+    // Asleep in a blocking wait (neither ran nor waited for a CPU): so too.
+    let asleep = scheduled(barrier_vs_recv(4, true), 50_010, 100_000);
+    assert_eq!(
+        analyze_samples(&asleep, Some(&before), Some(500)).verdict,
+        Verdict::Deadlock
+    );
+    // One sample alone says nothing of it.
+    assert_eq!(analyze(&now, None).verdict, Verdict::Deadlock);
+    // Rank 3 alone starved, outside the cycles: they are the deadlock they
+    // are, and rank 3 is named as not having run.
+    let mut one = scheduled(barrier_vs_recv(4, true), 250_000, 100_500);
+    one.processes[3] = now.processes[3].clone();
+    let a = analyze_samples(&one, Some(&before), Some(500));
+    assert_eq!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert!(
+        a.summary.contains("rank 3 barely ran between two samples"),
+        "{}",
+        a.summary
+    );
 }
 
 /// `barrier_vs_recv` with every call's calling frames digested as `state`,
@@ -521,6 +604,11 @@ fn a_received_message_frees_the_receiver() {
 /// Two ranks without queues (a packaged MPI), each in one blocking call,
 /// their calling frames the same in two samples.
 fn stacks_only(calls: [(&str, &str); 2]) -> Snapshot {
+    stacks_only_n(&calls)
+}
+
+/// [`stacks_only`] with a rank per call.
+fn stacks_only_n(calls: &[(&str, &str)]) -> Snapshot {
     let ps = calls
         .iter()
         .enumerate()
@@ -567,6 +655,47 @@ fn without_queues_a_send_and_a_receive_standing_still_may_be_one_transfer() {
         assert_eq!(a.verdict, Verdict::Deadlock, "{calls:?}: {a:#?}");
         assert!(a.stalled);
     }
+}
+
+#[test]
+fn one_rank_alone_not_moving_while_the_others_move_is_no_deadlock_two_are_unknown() {
+    // Rank 0 in the same MPI_Send in both samples (another iteration, or
+    // slow), ranks 1 and 2 moved: whomever rank 0 waits for moves, and a
+    // deadlock needs two ranks that do not move.
+    let before = stacks_only_n(&[("PMPI_Send", "send"), ("PMPI_Recv", "recv"), ("PMPI_Recv", "recv")]);
+    let now = stacks_only_n(&[("PMPI_Send", "send"), ("PMPI_Ssend", "ssend"), ("PMPI_Ssend", "ssend")]);
+    let a = analyze_samples(&now, Some(&before), Some(700));
+    assert_eq!(a.verdict, Verdict::NoDeadlock, "{a:#?}");
+    assert!(
+        a.summary
+            .contains("every rank but rank 0 moved between two samples 700 ms apart or computes"),
+        "{}",
+        a.summary
+    );
+    assert!(a.rests_on_change, "{a:#?}");
+    // Two ranks that did not move may wait for each other: not known.
+    let now = stacks_only_n(&[("PMPI_Send", "send"), ("PMPI_Recv", "recv"), ("PMPI_Ssend", "ssend")]);
+    let a = analyze_samples(&now, Some(&before), Some(700));
+    assert_eq!(a.verdict, Verdict::Unknown, "{a:#?}");
+    // Another sample may see them move.
+    assert!(a.rests_on_change, "{a:#?}");
+}
+
+#[test]
+fn ranks_seen_to_move_out_of_mpi_init_into_a_stall_rest_on_that_move() {
+    // A job still starting at the first sample, both ranks in a receive at
+    // the second: every rank moved, so the verdict is no deadlock, but it
+    // rests on that move alone; a further sample tells a hang from a job
+    // that keeps moving.
+    let before = stacks_only([("PMPI_Init", "init"), ("PMPI_Init", "init")]);
+    let now = stacks_only([("PMPI_Recv", "recv"), ("PMPI_Recv", "recv")]);
+    let a = analyze_samples(&now, Some(&before), Some(700));
+    assert_eq!(a.verdict, Verdict::NoDeadlock, "{a:#?}");
+    assert!(a.rests_on_change, "{a:#?}");
+    // The same stall in two samples is one, and rests on nothing moving.
+    let a = analyze_samples(&now, Some(&now), Some(700));
+    assert_eq!(a.verdict, Verdict::Deadlock, "{a:#?}");
+    assert!(!a.rests_on_change, "{a:#?}");
 }
 
 /// MPICH: rank 0 in a blocking MPI_Send to rank 1 (no queue lists it),
@@ -726,4 +855,119 @@ fn a_barrier_waits_for_each_member_of_the_set_it_shares() {
         ))));
     assert_eq!(a.waited_on.len(), 1, "{:?}", a.waited_on);
     assert_eq!(a.waited_on[0].ranks, vec![1, 2, 3]);
+}
+
+/// `barrier_vs_recv` with rank 0 outside MPI in libc's `call`, the kernel
+/// saying its main thread is in `state` (none: not read).
+fn rank_0_in_libc(call: &str, state: Option<&str>) -> Snapshot {
+    let mut s = barrier_vs_recv(4, true);
+    let p = &mut s.processes[0];
+    let pid = u64::from(p.pid.unwrap());
+    p.stacks = Some(Stacks {
+        threads: vec![in_libc(pid, call)],
+        ..Stacks::default()
+    });
+    p.os = state.map(|st| crate::snapshot::model::OsState {
+        state: st.into(),
+        wchan: None,
+        cpu_ms: 10,
+        io_bytes: None,
+        ..Default::default()
+    });
+    s
+}
+
+#[test]
+fn a_rank_asleep_in_any_system_call_is_blocked_outside_mpi_not_computing() {
+    // open() of a file that never opens: no list of calls knows it, the
+    // kernel's S does.
+    let asleep = analyze(&rank_0_in_libc("__libc_open64", Some("S")), None);
+    assert_ne!(asleep.verdict, Verdict::Deadlock, "{asleep:#?}");
+    assert!(
+        asleep
+            .summary
+            .contains("rank 0, which is blocked outside MPI in open64, called from main (app.c:7)"),
+        "{}",
+        asleep.summary
+    );
+    // D: the file system's or the device's, said.
+    let d = analyze(&rank_0_in_libc("__libc_open64", Some("D")), None);
+    assert!(
+        d.summary
+            .contains("blocked outside MPI in open64 (an uninterruptible sleep: a file system or a device)"),
+        "{}",
+        d.summary
+    );
+    // Running (R), or not read: the call is on its way, as before.
+    for state in [Some("R"), None] {
+        let running = analyze(&rank_0_in_libc("__libc_open64", state), None);
+        assert!(running.summary.contains("computing"), "{state:?}: {}", running.summary);
+        assert!(!running.summary.contains("blocked outside MPI"), "{}", running.summary);
+    }
+    // The system call inside the call the application made, both named.
+    let mut s = rank_0_in_libc("__open_nocancel", Some("S"));
+    let t = &mut s.processes[0].stacks.as_mut().unwrap().threads[0];
+    t.frames.insert(1, frame("__fopen_internal", LIBC, None));
+    let fopen = analyze(&s, None);
+    assert!(
+        fopen
+            .summary
+            .contains("blocked outside MPI in open (in fopen), called from main (app.c:7)"),
+        "{}",
+        fopen.summary
+    );
+    // A sleep returns by itself: computing, whatever the kernel says.
+    let napping = analyze(&rank_0_in_libc("usleep", Some("S")), None);
+    assert!(!napping.summary.contains("blocked outside MPI"), "{}", napping.summary);
+    // A call that could block, while the kernel says it runs (a large file
+    // read from the page cache): busy, not blocked.
+    let reading = analyze(&rank_0_in_libc("__libc_read", Some("R")), None);
+    assert!(!reading.summary.contains("blocked outside MPI"), "{}", reading.summary);
+    assert!(reading.summary.contains("computing"), "{}", reading.summary);
+    // A static executable: its C library is its own code, no runtime frame
+    // says the call; the kernel's system call does.
+    let mut s = rank_0_in_libc("__libc_read", Some("S"));
+    let t = &mut s.processes[0].stacks.as_mut().unwrap().threads[0];
+    t.frames[0].object = Some(APP.into());
+    let unnamed = analyze(&s, None);
+    assert!(unnamed.summary.contains("computing"), "{}", unnamed.summary);
+    if let Some(os) = s.processes[0].os.as_mut() {
+        os.syscall = Some("read".into());
+    }
+    let named = analyze(&s, None);
+    assert!(
+        named
+            .summary
+            .contains("rank 0, which is blocked outside MPI in read, called from __libc_read"),
+        "{}",
+        named.summary
+    );
+}
+
+#[test]
+fn a_rank_blocked_outside_mpi_with_operations_posted_is_never_part_of_a_deadlock() {
+    // Rank 1 posted a receive from rank 2 and then sleeps in open(); rank 2
+    // waits in MPI_Recv for rank 1: a cycle of queues, but rank 1 may well
+    // come back to its receive.
+    let mut s = barrier_vs_recv(3, true);
+    let p = &mut s.processes[1];
+    let pid = u64::from(p.pid.unwrap());
+    p.stacks = Some(Stacks {
+        threads: vec![in_libc(pid, "__libc_open64")],
+        ..Stacks::default()
+    });
+    p.communicators[0].queues.receives.operations = vec![recv(Some(2), Some(3))];
+    p.os = Some(crate::snapshot::model::OsState {
+        state: "S".into(),
+        wchan: None,
+        cpu_ms: 10,
+        io_bytes: None,
+        ..Default::default()
+    });
+    s.processes[2].communicators[0].queues.receives.operations = vec![recv(Some(1), Some(3))];
+    // (Ranks 0 and 2 are the example's own deadlock, barrier against
+    // receive: rank 1 is in none of it.)
+    let a = analyze(&s, None);
+    assert!(!a.cycles.iter().any(|c| c.contains(&1)), "{:?}", a.cycles);
+    assert!(!a.blocked.contains(&1), "{a:#?}");
 }

@@ -452,6 +452,9 @@ fn queues_that_changed_between_samples_mean_progress() {
     );
     assert_eq!(a.progressing, vec![1]);
     assert!(a.cycles.is_empty());
+    // The latest sample alone is a cycle: only a further sample tells a
+    // job still moving from one that moved into its deadlock.
+    assert!(a.rests_on_change, "{a:#?}");
     assert!(a.notes.iter().any(|n| n
         .starts_with("the queues changed between two samples 250 ms apart: the job is progressing (rank 1 changed")));
     // Without the interval.
@@ -469,6 +472,7 @@ fn unchanged_queues_confirm_the_deadlock() {
     assert_eq!(a.cycles, vec![vec![0, 1, 2]]);
     assert!(a.progressing.is_empty());
     assert!(!a.notes.iter().any(|n| n.contains("one sample")));
+    assert!(!a.rests_on_change);
 }
 
 #[test]
@@ -501,6 +505,7 @@ fn a_persisting_cycle_stays_while_other_ranks_progress() {
     assert_eq!(a.cycles, vec![vec![0, 1, 2]]);
     assert_eq!(a.progressing, vec![3]);
     assert!(a.blocked.is_empty());
+    assert!(!a.rests_on_change);
 }
 
 #[test]

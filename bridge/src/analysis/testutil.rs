@@ -180,6 +180,7 @@ pub(crate) fn frame(function: &str, object: &str, line: Option<u32>) -> Frame {
         file: line.map(|_| "app.c".into()),
         line,
         inlined: false,
+        offset: None,
         python: false,
     }
 }

@@ -44,8 +44,12 @@ const SUMMARY_STEPS: usize = 10;
 fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> Option<Stall> {
     let st = &inp.stacks;
     let p = inp.progress.as_ref()?;
-    // A rank stopped by a signal stands still because it is stopped.
-    if nodes.iter().any(|r| st.stopped.contains(r)) {
+    // A rank stopped by a signal stands still because it is stopped; one
+    // starved of the CPU because it did not run.
+    if nodes
+        .iter()
+        .any(|r| st.stopped.contains(r) || st.starved.contains_key(r))
+    {
         return None;
     }
     let unknown_queues = unknown.iter().any(|r| !st.stacks_only.contains(r));
@@ -94,6 +98,30 @@ fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> 
         "no rank can make progress: every rank is blocked inside MPI and {what} between {}",
         interval_words(inp.interval_ms)
     )))
+}
+
+/// Without queues (a packaged MPI) every rank is unknown; when each one
+/// moved between the two samples (or computes), none of them waits for
+/// good: the job is seen to progress. So too when one rank alone did not
+/// move and waits in MPI: a deadlock needs two ranks that do not move, and
+/// whomever it waits for moves. Not with a rank stopped by a signal, nor
+/// with any rank unknown for another reason (unread). `Some(the ranks that
+/// did not move)` when it holds.
+fn every_rank_moves(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> Option<Vec<i64>> {
+    let p = inp.progress.as_ref()?;
+    let st = &inp.stacks;
+    let still: Vec<i64> = nodes
+        .iter()
+        .filter(|r| !p.changed.contains_key(r) && !st.free.contains(r))
+        .copied()
+        .collect();
+    let one_waits = match still.as_slice() {
+        [] => true,
+        [r] => nodes.len() >= 3 && matches!(st.places.get(r), Some(Place::InMpi(_))),
+        _ => false,
+    };
+    (!nodes.is_empty() && st.stopped.is_empty() && unknown.iter().all(|r| st.stacks_only.contains(r)) && one_waits)
+        .then_some(still)
 }
 
 /// "No deadlock: the job is progressing", with who moved and where the
@@ -315,6 +343,30 @@ fn stopped_said(inp: &Inputs<'_>, nodes: &BTreeSet<i64>) -> Vec<String> {
         .collect()
 }
 
+/// The ranks starved of the CPU between the samples, in one clause.
+fn starved_said(inp: &Inputs<'_>, nodes: &BTreeSet<i64>) -> Option<String> {
+    let starved: Vec<(i64, (u64, u64))> = nodes
+        .iter()
+        .filter_map(|r| inp.stacks.starved.get(r).map(|&t| (*r, t)))
+        .collect();
+    let ranks: Vec<i64> = starved.iter().map(|&(r, _)| r).collect();
+    let ran = starved.iter().map(|&(_, (ran, _))| ran).max()?;
+    let waited = starved.iter().map(|&(_, (_, waited))| waited).max()?;
+    let (who, verb) = if ranks.len() == 1 {
+        (format!("rank {}", ranks[0]), "it")
+    } else {
+        (super::words::ranks_words(&ranks), "they")
+    };
+    Some(format!(
+        "{who} barely ran between {}: at most {:.1} ms on a CPU, and up to {} ms ready to run but waiting \
+         for one (a crowded node): whether {verb} move is not known until {verb} run, and no deadlock is \
+         said of ranks that could not run",
+        interval_words(inp.interval_ms),
+        ran as f64 / 1000.0,
+        waited / 1000
+    ))
+}
+
 /// The unknown ranks in words, grouped by reason.
 fn unknown_words(job: &Job) -> String {
     let mut by_reason: Vec<(String, Vec<i64>)> = Vec::new();
@@ -369,7 +421,9 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
     unconfirmed.extend(inp.stacks.maybe.keys().copied());
     // A stopped rank, like an unread one, is free in the best case only:
     // what it does once continued is not known.
-    let held: BTreeSet<i64> = unknown.union(&inp.stacks.stopped).copied().collect();
+    // So is one starved of the CPU: what it does once it runs is not seen.
+    let mut held: BTreeSet<i64> = unknown.union(&inp.stacks.stopped).copied().collect();
+    held.extend(inp.stacks.starved.keys().copied());
     let facts = Facts {
         nodes: &nodes,
         waits,
@@ -434,8 +488,15 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         if !p.changed.is_empty() {
             let moved: Vec<i64> = p.changed.keys().copied().collect();
             let first = p.changed.iter().next().map(|(r, why)| format!("rank {r}: {why}"));
+            // Ranks without queues (a packaged MPI) are seen to move by
+            // their stacks alone.
+            let what = if p.changed.keys().all(|r| inp.stacks.stacks_only.contains(r)) {
+                "the ranks moved"
+            } else {
+                "the queues changed"
+            };
             let words = format!(
-                "the queues changed between {}: the job is progressing",
+                "{what} between {}: the job is progressing",
                 interval_words(inp.interval_ms)
             );
             notes.push(format!(
@@ -477,6 +538,15 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
     } else {
         Verdict::NoDeadlock
     };
+    let moving_but = if verdict == Verdict::Unknown {
+        every_rank_moves(&inp, &nodes, &unknown)
+    } else {
+        None
+    };
+    let seen_moving = moving_but.is_some();
+    if seen_moving {
+        verdict = Verdict::NoDeadlock;
+    }
     // One sample, ranks in a test or probe that nothing the queues show
     // serves: it returns at once, and only a second sample tells whether
     // they keep calling it. When every rank is inside MPI, none is shown
@@ -551,6 +621,11 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
             if !unknown.is_empty() {
                 parts.push(unknown_words(job));
             }
+            // Ranks outside it that are stopped or could not run: named,
+            // never left out of the answer.
+            let outside: BTreeSet<i64> = nodes.difference(&dead).copied().collect();
+            parts.extend(stopped_said(&inp, &outside));
+            parts.extend(starved_said(&inp, &outside));
             let d: Vec<i64> = dead.iter().copied().collect();
             let whereabouts = ranks_said(inp.stacks.snap, job, inp.stacks.places, &d, 4);
             let said = match (&stall, whereabouts) {
@@ -572,6 +647,7 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         ),
         Verdict::Unknown => {
             let mut parts: Vec<String> = stopped_said(&inp, &nodes);
+            parts.extend(starved_said(&inp, &nodes));
             parts.extend(waited_words.iter().cloned());
             if nodes.is_empty() {
                 parts.push("the snapshot holds no process with a known rank".to_string());
@@ -600,6 +676,25 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         }
         // While ranks wait on a rank, the summary says whom, first: never
         // the all-clear.
+        // Seen to move, every rank, though no queue could be read: said so,
+        // and where the ranks that did not move wait.
+        Verdict::NoDeadlock if seen_moving => {
+            let words = match moving_but.as_deref() {
+                Some([r]) => format!(
+                    "every rank but rank {r} moved between {} or computes, and rank {r} alone, waiting in MPI on \
+                     ranks that move, cannot be in a deadlock: the job is progressing",
+                    interval_words(inp.interval_ms)
+                ),
+                _ => format!(
+                    "every rank moved between {} or computes: the job is progressing",
+                    interval_words(inp.interval_ms)
+                ),
+            };
+            match &waited_words {
+                Some(w) => format!("no deadlock: {w}; {words}"),
+                None => moved_words(&inp, &words),
+            }
+        }
         Verdict::NoDeadlock => match (&waited_words, &progress_words, cleared.is_empty()) {
             (Some(w), Some(words), false) => format!("no deadlock: {w}; {words}"),
             (Some(w), _, _) => format!("no deadlock: {w}"),
@@ -618,6 +713,18 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         },
     };
 
+    // A move between the samples that is all that keeps the verdict from
+    // worse: true of a progressing job, and of one that was still starting
+    // at the first sample and hung before the second.
+    // Ranks without queues seen to move, while others did not: another
+    // sample may show those move too.
+    let stacks_moved = inp
+        .progress
+        .as_ref()
+        .is_some_and(|p| !p.changed.is_empty() && p.changed.keys().all(|r| inp.stacks.stacks_only.contains(r)));
+    let rests_on_change = inp.progress.is_some()
+        && verdict != Verdict::Deadlock
+        && (seen_moving || !cleared.is_empty() || (verdict == Verdict::Unknown && stacks_moved));
     let st = &inp.stacks;
     let evidence = if !st.stacks_only.is_empty() && st.stacks_only.len() == job.procs.len() {
         Evidence::Stacks
@@ -691,6 +798,14 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         evidence,
         stacks_only: inp.stacks.stacks_only.iter().copied().collect(),
         waited_on,
+        rests_on_change,
+        starved: inp
+            .stacks
+            .starved
+            .keys()
+            .copied()
+            .filter(|r| nodes.contains(r))
+            .collect(),
     }
 }
 

@@ -46,9 +46,19 @@ struct End {
     location: Option<String>,
 }
 
-/// Whether rank `r` is blocked in MPI: the ranks the walk goes through.
+/// Whether rank `r` is blocked in MPI: the ranks the walk goes through. A
+/// rank stopped by a signal inside MPI is not: it is where the waits end
+/// (nothing it waits for makes it move, a `SIGCONT` does).
 fn waiting(s: &Scene<'_>, r: i64) -> bool {
-    matches!(s.places.get(&r), Some(Place::InMpi(_))) && !s.free.contains(&r)
+    matches!(s.places.get(&r), Some(Place::InMpi(_))) && !s.free.contains(&r) && !stopped(s, r)
+}
+
+/// Whether rank `r`'s process is stopped by a signal.
+fn stopped(s: &Scene<'_>, r: i64) -> bool {
+    s.job
+        .procs
+        .get(&r)
+        .is_some_and(|&pi| super::calls::process_stopped(s.snap, pi))
 }
 
 /// `smooth` and `solver.c:31` from `smooth (solver.c:31)`.
@@ -133,17 +143,23 @@ fn end(s: &Scene<'_>, r: i64) -> Option<End> {
             _ => None,
         })
     };
-    let stopped = s
-        .job
-        .procs
-        .get(&r)
-        .is_some_and(|&pi| super::calls::process_stopped(s.snap, pi));
+    let stopped = stopped(s, r);
     let (state, one, many) = if stopped {
         ("stopped", "is stopped by a signal", "are stopped by a signal")
     } else {
         ("computing", "is computing", "are computing")
     };
     Some(match place {
+        // Stopped in its MPI call: the call it is in, and where.
+        Place::InMpi(_) if stopped => {
+            let (one_in, _, function, location) = waiting_said(s.snap, s.job, s.places, r)?;
+            let rest = format!("in {}", one_in.strip_prefix("waits in ").unwrap_or(&one_in));
+            End {
+                function,
+                location,
+                ..end_said(state, one, many, &rest)
+            }
+        }
         Place::InMpi(_) => return None,
         Place::Computing(words) => match outside(false) {
             Some((t, Some(at))) => {

@@ -219,9 +219,18 @@ fn open_region(received: std::io::Result<Option<OwnedFd>>, len: u64) -> Result<s
     }
 }
 
-/// Runs the library once and sends the result.
+/// Runs the library once and sends the result, with what the library
+/// printed on standard error among its notes.
 fn dump_once(remote: &mut Remote, start: &Start) -> std::io::Result<()> {
-    let (result, raw) = run_dll_raw(remote, &start.dll, start.source, &start.opts, start.world_rank);
+    let capture = sys::StderrCapture::start().ok();
+    let (mut result, raw) = run_dll_raw(remote, &start.dll, start.source, &start.opts, start.world_rank);
+    if let Some(capture) = capture {
+        let printed = capture.take();
+        drop(capture);
+        if let Ok(snap) = &mut result {
+            snap.messages.extend(library_printed(&printed));
+        }
+    }
     let len = encoded_len(&raw);
     let mut inline = Vec::new();
     let operations = match &remote.shared {
@@ -250,4 +259,58 @@ fn dump_once(remote: &mut Remote, start: &Start) -> std::io::Result<()> {
     msg.extend_from_slice(&inline);
     let mut out = remote.out.lock();
     out.write_all(&msg).and_then(|()| out.flush())
+}
+
+/// The notes for what a debug library printed: each distinct line once, as
+/// "the debug library printed: LINE" (at most 8 lines, each cut at 400
+/// characters).
+fn library_printed(printed: &[u8]) -> Vec<String> {
+    const LINES: usize = 8;
+    const CHARS: usize = 400;
+    let text = String::from_utf8_lossy(printed);
+    let mut seen: Vec<&str> = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if !seen.contains(&line) {
+            seen.push(line);
+        }
+    }
+    let more = seen.len().saturating_sub(LINES);
+    let mut notes: Vec<String> = seen
+        .iter()
+        .take(LINES)
+        .map(|l| {
+            let cut: String = l.chars().take(CHARS).collect();
+            let ellipsis = if cut.len() < l.len() { "…" } else { "" };
+            format!("the debug library printed: {cut}{ellipsis}")
+        })
+        .collect();
+    if more > 0 {
+        notes.push(format!("the debug library printed {more} more lines"));
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::library_printed;
+
+    #[test]
+    fn what_a_library_printed_is_each_line_once() {
+        let printed = b"WARNING: 4.1.4 is unable to find debugging information about the \"opal_list_item_t\" type.\n\
+                        WARNING: 4.1.4 is unable to find debugging information about the \"opal_list_item_t\" type.\n\n";
+        assert_eq!(
+            library_printed(printed),
+            vec![
+                "the debug library printed: WARNING: 4.1.4 is unable to find debugging information about the \
+                 \"opal_list_item_t\" type."
+            ]
+        );
+        assert!(library_printed(b"").is_empty());
+        let many: String = (0..20).map(|i| format!("line {i}\n")).collect();
+        let notes = library_printed(many.as_bytes());
+        assert_eq!(notes.len(), 9);
+        assert_eq!(notes[8], "the debug library printed 12 more lines");
+        let long = "x".repeat(1000);
+        assert!(library_printed(long.as_bytes())[0].ends_with("x…"));
+    }
 }

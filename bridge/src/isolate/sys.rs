@@ -97,6 +97,72 @@ pub(super) fn close_inherited() {
     }
 }
 
+/// The helper's standard error, taken into a memfd while the library runs
+/// a dump: what a debug library prints there (Open MPI's "WARNING: ... is
+/// unable to find debugging information about the ... type", once per
+/// rank) goes back with the dump as a note, instead of onto the user's
+/// terminal (or over `mpiq watch`'s screen). A memfd never fills, so the
+/// library never blocks on it. Dropped, standard error is the helper's own
+/// again.
+pub(super) struct StderrCapture {
+    memfd: OwnedFd,
+    original: OwnedFd,
+}
+
+impl StderrCapture {
+    /// At most this much of what the library printed is kept per dump.
+    const MAX: usize = 64 << 10;
+
+    /// Points standard error at a new memfd.
+    pub(super) fn start() -> io::Result<StderrCapture> {
+        // SAFETY: memfd_create takes a NUL-terminated name and flags.
+        let raw = unsafe { libc::memfd_create(c"mpiq-dllhost-stderr".as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor just created, owned by nothing else.
+        let memfd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: duplicates standard error, open in every process started
+        // by the front end, to a new close-on-exec descriptor.
+        let saved = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
+        if saved < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor just created, owned by nothing else.
+        let original = unsafe { OwnedFd::from_raw_fd(saved) };
+        // SAFETY: both descriptors are open; descriptor 2 now shares the
+        // memfd's open file (and its offset).
+        if unsafe { libc::dup2(memfd.as_raw_fd(), 2) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(StderrCapture { memfd, original })
+    }
+
+    /// What was printed since the start or the last call (at most
+    /// [`Self::MAX`] bytes), and the memfd emptied.
+    pub(super) fn take(&self) -> Vec<u8> {
+        let mut buf = vec![0u8; Self::MAX];
+        // SAFETY: reads at most MAX bytes into `buf`, which holds MAX.
+        let n = unsafe { libc::pread(self.memfd.as_raw_fd(), buf.as_mut_ptr().cast(), Self::MAX, 0) };
+        buf.truncate(usize::try_from(n).unwrap_or(0));
+        // SAFETY: truncating and rewinding this process's own memfd (the
+        // offset is shared with descriptor 2, which it rewinds too).
+        unsafe {
+            libc::ftruncate(self.memfd.as_raw_fd(), 0);
+            libc::lseek(2, 0, libc::SEEK_SET);
+        }
+        buf
+    }
+}
+
+impl Drop for StderrCapture {
+    fn drop(&mut self) {
+        // SAFETY: both descriptors are open; standard error becomes the
+        // one the helper was started with.
+        unsafe { libc::dup2(self.original.as_raw_fd(), 2) };
+    }
+}
+
 /// Size of the region: the largest read or result that goes through it
 /// (larger ones travel over the socket). Only pages written take memory.
 pub(super) const SIZE: usize = 64 << 20;

@@ -250,6 +250,7 @@ mod tests {
             file: None,
             line: None,
             inlined: false,
+            offset: None,
             python: false,
         };
         let mut inlined = weird("inlined_helper");

@@ -128,7 +128,67 @@ fn has_pending(c: &Communicator, opts: &DumpOptions) -> bool {
         .any(|k| opts.wants_queue(*k) && !c.queues.get(*k).operations.is_empty())
 }
 
-fn render_process(out: &mut String, p: &ProcessSnapshot, opts: &DumpOptions) {
+/// The notes and errors that several processes of a view share, each said
+/// once before them (`note: ...`/`error: ...`, and who: "ranks 0-3"), in the
+/// order first seen.
+struct Shared {
+    lines: Vec<(String, String)>,
+}
+
+impl Shared {
+    fn of(procs: &[&ProcessSnapshot]) -> Shared {
+        let mut lines: Vec<(String, Vec<&ProcessSnapshot>)> = Vec::new();
+        let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for p in procs {
+            let own = p
+                .messages
+                .iter()
+                .map(|m| format!("note: {m}"))
+                .chain(p.error.iter().map(|e| format!("error: {e}")));
+            for line in own {
+                match index.get(&line) {
+                    Some(&i) if lines[i].1.last().is_some_and(|q| std::ptr::eq(*q, *p)) => {}
+                    Some(&i) => lines[i].1.push(p),
+                    None => {
+                        index.insert(line.clone(), lines.len());
+                        lines.push((line, vec![p]));
+                    }
+                }
+            }
+        }
+        let lines = lines
+            .into_iter()
+            .filter(|(_, who)| who.len() > 1)
+            .map(|(line, who)| (line, who_words(&who)))
+            .collect();
+        Shared { lines }
+    }
+
+    /// Who shares `line`, if anyone does.
+    fn who(&self, line: &str) -> Option<&str> {
+        self.lines.iter().find(|(l, _)| l == line).map(|(_, w)| w.as_str())
+    }
+}
+
+/// "ranks 0-3", or "processes 10, 11" where one has no rank.
+fn who_words(procs: &[&ProcessSnapshot]) -> String {
+    let ranks: Option<Vec<i64>> = procs.iter().map(|p| p.world_rank.map(i64::from)).collect();
+    match ranks {
+        Some(mut ranks) => {
+            ranks.sort_unstable();
+            crate::analysis::ranks_words(&ranks)
+        }
+        None => {
+            let pids: Vec<String> = procs
+                .iter()
+                .map(|p| p.pid.map_or_else(|| "?".to_string(), |p| p.to_string()))
+                .collect();
+            format!("processes {}", pids.join(", "))
+        }
+    }
+}
+
+fn render_process(out: &mut String, p: &ProcessSnapshot, opts: &DumpOptions, shared: &Shared) {
     let pid = p.pid.map_or_else(|| "pid ?".to_string(), |p| format!("pid {p}"));
     let rank = p
         .world_rank
@@ -147,11 +207,22 @@ fn render_process(out: &mut String, p: &ProcessSnapshot, opts: &DumpOptions) {
         );
     }
     for m in &p.messages {
-        let _ = writeln!(out, "  note: {m}");
+        let line = format!("note: {m}");
+        if shared.who(&line).is_none() {
+            let _ = writeln!(out, "  {line}");
+        }
     }
     match &p.error {
         Some(e) => {
-            let _ = writeln!(out, "  error: {e}");
+            let line = format!("error: {e}");
+            match shared.who(&line) {
+                Some(who) => {
+                    let _ = writeln!(out, "  error: as for {who} (above)");
+                }
+                None => {
+                    let _ = writeln!(out, "  {line}");
+                }
+            }
             // A library that works in part (a transport it cannot see, a
             // queue it reads wrongly): what it does show, each unusable
             // queue with why.
@@ -290,14 +361,26 @@ pub fn render_text(snapshot: &Snapshot, opts: &DumpOptions) -> String {
     render_processes_text(snapshot.processes.iter(), opts)
 }
 
-/// The human-readable view of some processes of a snapshot.
+/// The human-readable view of some processes of a snapshot. A note or an
+/// error that several of them share is said once, first, with whose it is
+/// (a library's warning, a missing debug information: the same for every
+/// rank); each process then says only its own.
 pub fn render_processes_text<'a>(processes: impl Iterator<Item = &'a ProcessSnapshot>, opts: &DumpOptions) -> String {
+    let procs: Vec<&ProcessSnapshot> = processes.collect();
+    let shared = Shared::of(&procs);
     let mut out = String::new();
-    for (i, p) in processes.enumerate() {
+    if !shared.lines.is_empty() {
+        out.push_str("Said of several processes:\n");
+        for (line, who) in &shared.lines {
+            let _ = writeln!(out, "  {who}: {line}");
+        }
+        out.push('\n');
+    }
+    for (i, p) in procs.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        render_process(&mut out, p, opts);
+        render_process(&mut out, p, opts, &shared);
     }
     out
 }

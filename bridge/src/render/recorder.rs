@@ -18,7 +18,7 @@ const MOST_GROUPS: usize = 8;
 /// The name of a communicator handle, as the recorder's table says it.
 fn comm_name(rec: &Recording, handle: &str) -> String {
     match rec.comms.iter().find(|k| k.handle == handle) {
-        Some(k) => k.name(),
+        Some(k) => crate::analysis::recorded_comm_name(k),
         None => format!("comm {handle}"),
     }
 }

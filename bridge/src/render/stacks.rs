@@ -34,9 +34,16 @@ pub(super) fn render_stacks(out: &mut String, st: &Stacks, frames: bool) {
 
 /// One frame as gdb's `bt` prints it, without its number: `0xPC in
 /// FUNCTION [inlined] (FILE:LINE) from OBJECT`, leaving out what is
-/// unknown; the one formatter of a frame (`--stacks`, `mpiq stacks`).
+/// unknown; a function without a name is `OBJECT+0xOFFSET` when the offset
+/// is known, else `??`. The one formatter of a frame (`--stacks`, `mpiq
+/// stacks`).
 pub fn frame_text(f: &Frame) -> String {
-    let mut s = format!("{} in {}", f.pc, f.function.as_deref().unwrap_or("??"));
+    let function = match (&f.function, f.offset) {
+        (Some(name), _) => name.to_string(),
+        (None, Some(_)) => f.unnamed(),
+        (None, None) => "??".into(),
+    };
+    let mut s = format!("{} in {function}", f.pc);
     if f.python {
         s.push_str(" [python]");
     }

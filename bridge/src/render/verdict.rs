@@ -107,7 +107,7 @@ pub fn render_text(a: &Analysis) -> String {
             },
             &a.blocked,
         ),
-        ("could not be read", &a.unknown_ranks),
+        ("queues not read", &a.unknown_ranks),
         ("undecided", &a.undecided),
         ("progressing", &a.progressing),
     ];

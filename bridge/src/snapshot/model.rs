@@ -120,11 +120,28 @@ pub struct OsState {
     /// an uninterruptible sleep (a file system, a device), `T` stopped by a
     /// signal, `t` stopped by a tracer, `Z` a zombie.
     pub state: String,
+    /// The system call its main thread sleeps in (`openat`, `read`;
+    /// `/proc/PID/syscall`, the number by name), when it sleeps in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscall: Option<String>,
     /// The kernel function it sleeps in (`/proc/PID/wchan`), when it sleeps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wchan: Option<String>,
     /// CPU time used so far, user and system, in milliseconds.
     pub cpu_ms: u64,
+    /// Bytes read and written so far, by any read or write call (files,
+    /// pipes, sockets: `rchar` + `wchar` of `/proc/PID/io`), when readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_bytes: Option<u64>,
+    /// Time on a CPU so far, all its threads, in microseconds
+    /// (`/proc/PID/task/*/schedstat`, nanoseconds there), when readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_us: Option<u64>,
+    /// Time it was ready to run but waited for a CPU so far, all its
+    /// threads, in microseconds (the same files), when readable: what a
+    /// crowded node takes from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_us: Option<u64>,
 }
 
 impl OsState {
@@ -362,12 +379,32 @@ pub struct Frame {
     /// A frame of a function inlined into the next (outer) one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inlined: bool,
+    /// The pc's link-time address in `object` (`object+0xOFFSET`), when
+    /// known: unlike the pc, the same in every rank whatever ASLR did, and
+    /// what `addr2line -e OBJECT` takes. Named frames have it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
     /// A Python frame (CPython), placed where the interpreter's evaluation
     /// frame that runs it is: `function` is the Python function (`<module>`
     /// for a script's top level), `file` and `line` its source, `pc` that of
     /// the evaluation frame, `object` none.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub python: bool,
+}
+
+impl Frame {
+    /// How a frame whose function has no name is told: `OBJECT+0xOFFSET`
+    /// (the object's base name), `?? (OBJECT)` without the offset, `??`
+    /// without either. Never the pc: it differs in every rank (ASLR), and
+    /// ranks at the same place must read alike.
+    pub fn unnamed(&self) -> String {
+        let object = self.object.as_deref().map(|o| o.rsplit('/').next().unwrap_or(o));
+        match (object, self.offset) {
+            (Some(o), Some(off)) => format!("{o}+{off:#x}"),
+            (Some(o), None) => format!("?? ({o})"),
+            (None, _) => "??".into(),
+        }
+    }
 }
 
 /// The Python threads of a CPython process, as its interpreter state says

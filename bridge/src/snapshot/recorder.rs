@@ -122,18 +122,6 @@ pub struct RecordedRequest {
     pub persistent: bool,
 }
 
-impl RecordedComm {
-    /// Its name in mpiq's words: `MPI_COMM_WORLD`, else `comm 0x...` (the
-    /// recorder keeps no name a program gave).
-    pub fn name(&self) -> String {
-        if self.world {
-            "MPI_COMM_WORLD".into()
-        } else {
-            format!("comm {}", self.handle)
-        }
-    }
-}
-
 /// A communicator the process used.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedComm {

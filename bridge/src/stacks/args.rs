@@ -187,13 +187,7 @@ fn read(target: &mut dyn Target, threads: &[ThreadStack], communicators: &[Commu
 /// `MPI_X` (built without debug information) passes them on to the MPI's
 /// `PMPI_X`, the next entry point inwards, whose are read instead.
 fn beneath_recorder(t: &ThreadStack, entry: usize) -> usize {
-    let recorder = |i: usize| {
-        t.frames[i].object.as_deref().is_some_and(|o| {
-            o.rsplit('/')
-                .next()
-                .is_some_and(|f| f.starts_with(super::RECORDER_LIBRARY_PREFIX))
-        })
-    };
+    let recorder = |i: usize| super::position::is_recorder_frame(&t.frames[i]);
     if !recorder(entry) {
         return entry;
     }

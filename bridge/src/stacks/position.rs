@@ -5,7 +5,7 @@
 
 use super::names::{canonical, classify, CallClass};
 use super::python::{is_eval_frame, python_exit, python_site, PythonExit};
-use crate::snapshot::model::{Frame, ThreadStack};
+use crate::snapshot::model::{Frame, OsState, ThreadStack};
 
 /// What a thread is doing, from its stack alone.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -74,7 +74,7 @@ pub fn position(t: &ThreadStack) -> Position {
     let app = outside_runtimes;
     if let Some((i, call)) = outermost_entry(t) {
         let f = &t.frames[i];
-        let outer = &t.frames[i + 1..];
+        let outer = beyond_recorder(&t.frames[i + 1..]);
         // In a Python program: the innermost Python frame, and mpi4py's
         // outermost wrapper between it and the call.
         let (py, python_call) = python_site(outer);
@@ -198,18 +198,40 @@ fn through(mpi_call: &str, frames: &[Frame], outer: &[Frame]) -> Option<Through>
     let app = outer.iter().position(|f| is_application_frame(f, exe))?;
     let lib = outer[..app].iter().rev().find(|f| f.function.is_some())?;
     let at = &outer[app];
+    // A stripped executable's frame (a thin `main` that calls into the
+    // code's own library, as LAMMPS's `lmp` into liblammps): nothing to
+    // name it by, and the library is likely the application itself. The
+    // innermost named frame made the call (below: no function, no
+    // `Through`).
     let library = lib
         .object
         .as_deref()
         .map(|o| o.rsplit('/').next().unwrap_or(o).to_string());
     Some(Through {
         mpi_call: mpi_call.to_string(),
-        library_call: lib.function.as_deref()?.to_string(),
+        library_call: short_name(lib.function.as_deref()?),
         library,
-        function: at.function.as_deref().unwrap_or(&at.pc).to_string(),
+        function: short_name(at.function.as_deref()?),
         file: at.file.as_deref().map(str::to_string),
         line: at.line,
     })
+}
+
+/// A frame of mpiq's flight recorder (`LD_PRELOAD`ed by `mpiq run`): its
+/// wrappers stand between the application and the MPI (a Fortran call's
+/// C wrapper among them), and are nobody's call but mpiq's.
+pub fn is_recorder_frame(f: &Frame) -> bool {
+    f.object
+        .as_deref()
+        .map(|o| o.rsplit('/').next().unwrap_or(o))
+        .is_some_and(|file| file.starts_with(super::RECORDER_LIBRARY_PREFIX))
+}
+
+/// The frames outside an MPI entry point, from the first that is not the
+/// flight recorder's: its caller is the application's frame beyond them.
+pub fn beyond_recorder(outer: &[Frame]) -> &[Frame] {
+    let skip = outer.iter().take_while(|f| is_recorder_frame(f)).count();
+    &outer[skip..]
 }
 
 /// Whether an object's file name is an MPI library's (`libmpi.so.40`,
@@ -304,33 +326,96 @@ const BLOCKING: [&str; 17] = [
 /// returns by itself (a sleep, a timed wait). Told by function names, which
 /// gdb, lldb and the CLI all give.
 pub fn blocked_outside(t: &ThreadStack) -> Option<String> {
+    // None when the innermost frame is the application's: it runs.
+    let (lower, call) = runtime_call(t)?;
+    lower
+        .iter()
+        .any(|n| BLOCKING.iter().any(|k| n.contains(k)) || n.contains("epoll_wait"))
+        .then_some(call)
+}
+
+/// The names of a thread's innermost frames outside the application (the
+/// C runtime's), in lower case, and the call the application made into
+/// them (`__libc_pause` → `pause`); `None` when there are none or they
+/// return by themselves (a sleep, a timed wait).
+fn runtime_call(t: &ThreadStack) -> Option<(Vec<String>, String)> {
     let runtime: Vec<&str> = t
         .frames
         .iter()
         .take_while(|f| f.object.as_deref().is_some_and(|o| !is_application_object(o)))
         .filter_map(|f| f.function.as_deref())
         .collect();
-    if runtime.is_empty() {
-        return None; // the innermost frame is the application's: it runs
-    }
+    let outer = runtime_name(runtime.last()?);
     let lower: Vec<String> = runtime.iter().map(|n| n.to_ascii_lowercase()).collect();
     if lower.iter().any(|n| TIMED.iter().any(|k| n.contains(k))) {
         return None;
     }
-    if lower
-        .iter()
-        .any(|n| BLOCKING.iter().any(|k| n.contains(k)) || n.contains("epoll_wait"))
-    {
-        let outer = runtime.last().copied().unwrap_or_default();
-        let plain = outer.trim_start_matches('_');
-        return Some(plain.strip_prefix("libc_").unwrap_or(plain).to_string());
+    // The system call the runtime sleeps in, when it is not the call the
+    // application made: `open` inside `fopen`.
+    let inner = runtime.first().map(|n| runtime_name(n)).unwrap_or_default();
+    let syscall_like = !inner.is_empty() && inner.len() <= 12 && !inner.contains('_');
+    let call = if syscall_like && inner != outer {
+        format!("{inner} (in {outer})")
+    } else {
+        outer
+    };
+    Some((lower, call))
+}
+
+/// A C runtime function's name as a person knows it: glibc's internal
+/// prefixes and suffixes off (`__GI___libc_open64` → `open64`,
+/// `__fopen_internal` → `fopen`, `__open_nocancel` → `open`).
+fn runtime_name(name: &str) -> String {
+    let mut n = name.trim_start_matches('_');
+    n = n.strip_prefix("GI_").unwrap_or(n).trim_start_matches('_');
+    n = n.strip_prefix("libc_").unwrap_or(n);
+    n = n.strip_suffix("_internal").unwrap_or(n);
+    n = n.strip_suffix("_nocancel").unwrap_or(n);
+    n.to_string()
+}
+
+/// What a thread outside MPI sleeps in, when the kernel says it sleeps
+/// (`os.state` `S`, or `D`: an uninterruptible sleep, in a file system or a
+/// device): the C runtime call the application made, whatever it is (an
+/// `open` of a file that never opens, a `write` to a full pipe), not only
+/// the calls [`blocked_outside`] knows; where no frame of the C runtime is
+/// on the stack (a static executable, whose C library is its own code; a
+/// system call made by the application itself), the system call the
+/// kernel names (`os.syscall`). `None` when it does not sleep, or its call
+/// returns by itself (a sleep, a timed wait).
+pub fn asleep_outside(t: &ThreadStack, os: &OsState) -> Option<String> {
+    if os.state != "S" && os.state != "D" {
+        return None;
     }
-    None
+    let call = match runtime_call(t) {
+        Some((_, call)) => call,
+        None if innermost_is_application(t) => os.syscall.clone()?,
+        None => return None,
+    };
+    Some(if os.state == "D" {
+        format!("{call} (an uninterruptible sleep: a file system or a device)")
+    } else {
+        call
+    })
+}
+
+/// The innermost frame is in the application's code (no C runtime frame
+/// below it).
+fn innermost_is_application(t: &ThreadStack) -> bool {
+    t.frames
+        .first()
+        .and_then(|f| f.object.as_deref())
+        .is_some_and(is_application_object)
 }
 
 /// `function (file:line)`, `function`, or the pc.
 fn frame_words(f: &Frame) -> String {
-    let name = f.function.as_deref().unwrap_or(&f.pc).to_string();
+    // Never an address: it differs in every rank (ASLR), and ranks at the
+    // same place must read alike. As the merged stacks say it.
+    let name = match &f.function {
+        Some(name) => short_name(name),
+        None => f.unnamed(),
+    };
     match (&f.file, f.line) {
         (Some(file), Some(line)) => {
             let base = file.rsplit('/').next().unwrap_or(file);
@@ -340,17 +425,75 @@ fn frame_words(f: &Frame) -> String {
     }
 }
 
+/// A function's name as its author wrote it, for words: a C++ name
+/// without its argument list, qualifiers or clone suffix
+/// (`LAMMPS_NS::Verlet::run(int) const [clone .constprop.0]` →
+/// `LAMMPS_NS::Verlet::run`); gfortran's module procedure
+/// `__solver_MOD_smooth` as `solver::smooth`, and `MAIN__` as `the main
+/// program`. Anything else as it is.
+pub fn short_name(name: &str) -> String {
+    if name == "MAIN__" {
+        return "the main program".into();
+    }
+    if let Some(rest) = name.strip_prefix("__") {
+        if let Some((module, proc_)) = rest.split_once("_MOD_") {
+            if !module.is_empty() && !proc_.is_empty() && !name.contains('(') {
+                return format!("{module}::{proc_}");
+            }
+        }
+    }
+    let mut n = name.trim();
+    if let Some(at) = n.find(" [clone ") {
+        n = n[..at].trim_end();
+    }
+    for qualifier in [" const", " volatile", " &&", " &", " noexcept"] {
+        n = n.strip_suffix(qualifier).unwrap_or(n);
+    }
+    if !n.ends_with(')') {
+        return n.to_string();
+    }
+    // The '(' that opens the last, outermost argument list.
+    let mut depth = 0usize;
+    for (i, c) in n.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    let head = &n[..i];
+                    // `operator()` keeps its own parentheses; a name that
+                    // is all argument list (a bare pc) stays whole.
+                    // (`std::function<void ()>::operator()`: a name
+                    // without arguments, the parentheses the operator's.)
+                    return if head.is_empty() || head.ends_with("operator") {
+                        n.to_string()
+                    } else {
+                        head.to_string()
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+    n.to_string()
+}
+
 /// Whether an object is the application's: not the C runtime and not the
 /// MPI runtime (by the file name, as the MPIs and Debian install them).
 pub fn is_application_object(path: &str) -> bool {
     let file = path.rsplit('/').next().unwrap_or(path);
-    const SYSTEM: [&str; 33] = [
+    const SYSTEM: [&str; 37] = [
         "libc.so",
         "libc-",
         "ld-linux",
         "libpthread",
         "libgcc_s",
         "libstdc++",
+        // The Fortran and OpenMP runtimes: a Fortran program's write, an
+        // OpenMP barrier, are theirs, the call the program made is its own.
+        "libgfortran",
+        "libquadmath",
+        "libgomp",
         "libm.so",
         "libdl",
         "librt",
@@ -379,6 +522,8 @@ pub fn is_application_object(path: &str) -> bool {
         "libopen-",
         "libze_",
         "libcuda",
+        // mpiq's own flight recorder, between the application and the MPI.
+        "libmpiq_recorder",
     ];
     !(SYSTEM.iter().any(|s| file.starts_with(s))
         || file.starts_with("mca_")
@@ -464,6 +609,7 @@ mod tests {
             file: file.map(|(f, _)| f.into()),
             line: file.map(|(_, l)| l),
             inlined: false,
+            offset: None,
             python: false,
         }
     }
@@ -623,5 +769,63 @@ mod tests {
         assert_eq!(position(&progress), Position::Runtime);
         assert_eq!(where_words(&[main, progress]), "not in MPI, in main (ring.c:64)");
         assert_eq!(where_words(&[]), "no application thread");
+    }
+
+    #[test]
+    fn names_read_as_their_authors_wrote_them() {
+        for (name, short) in [
+            (
+                "LAMMPS_NS::CommBrick::reverse_comm()",
+                "LAMMPS_NS::CommBrick::reverse_comm",
+            ),
+            (
+                "LAMMPS_NS::Verlet::run(int) const [clone .constprop.0]",
+                "LAMMPS_NS::Verlet::run",
+            ),
+            (
+                "std::vector<int, std::allocator<int> >::push_back(int const&)",
+                "std::vector<int, std::allocator<int> >::push_back",
+            ),
+            (
+                "(anonymous namespace)::halo(double*, int)",
+                "(anonymous namespace)::halo",
+            ),
+            ("Functor::operator()(int) const", "Functor::operator()"),
+            (
+                "std::function<void ()>::operator()",
+                "std::function<void ()>::operator()",
+            ),
+            ("__solver_MOD_smooth", "solver::smooth"),
+            ("MAIN__", "the main program"),
+            ("main", "main"),
+            ("smooth", "smooth"),
+            ("PMPI_Send", "PMPI_Send"),
+        ] {
+            assert_eq!(short_name(name), short, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_frame_without_a_symbol_is_its_object_never_its_address() {
+        let f = Frame {
+            pc: "0x55eaa10851fd".into(),
+            function: None,
+            object: Some("/usr/bin/lmp".into()),
+            ..Frame::default()
+        };
+        assert_eq!(frame_words(&f), "?? (lmp)");
+        // With its offset in the object: the same in every rank, and what
+        // addr2line takes.
+        let at = |pc: &str| Frame {
+            pc: pc.into(),
+            offset: Some(0x4f2a0),
+            ..f.clone()
+        };
+        assert_eq!(frame_words(&at("0x55eaa10851fd")), "lmp+0x4f2a0");
+        assert_eq!(frame_words(&at("0x5612b3c4a2a0")), frame_words(&at("0x55eaa10851fd")));
+        assert_eq!(
+            crate::render::frame_text(&at("0x1")),
+            "0x1 in lmp+0x4f2a0 from /usr/bin/lmp"
+        );
     }
 }

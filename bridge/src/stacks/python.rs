@@ -81,6 +81,7 @@ fn python_frame(p: &PythonFrame, eval: &Frame) -> Frame {
         file: Some(Text::intern(&p.file)),
         line: (p.line > 0).then_some(p.line),
         inlined: false,
+        offset: None,
         python: true,
     }
 }

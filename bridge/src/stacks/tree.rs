@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use super::names::{classify, CallClass};
-use super::position::{c_name, outermost_entry, position, Position};
+use super::position::{beyond_recorder, c_name, is_recorder_frame, outermost_entry, position, Position};
 use super::python::{is_interpreter_exit, python_site};
 use crate::snapshot::model::{Communicator, Frame, MpiCall, ProcessSnapshot, Snapshot, ThreadStack};
 
@@ -339,12 +339,11 @@ fn location(f: &Frame) -> Option<String> {
     })
 }
 
-/// The function of a frame, or `?? (object)`.
+/// The function of a frame, or [`Frame::unnamed`] (`object+0xOFFSET`).
 fn function_label(f: &Frame) -> String {
-    match (&f.function, &f.object) {
-        (Some(name), _) => name.to_string(),
-        (None, Some(o)) => format!("?? ({})", o.rsplit('/').next().unwrap_or(o)),
-        (None, None) => "??".into(),
+    match &f.function {
+        Some(name) => name.to_string(),
+        None => f.unnamed(),
     }
 }
 
@@ -392,6 +391,9 @@ fn compact_path(t: &ThreadStack, p: &ProcessSnapshot) -> Option<(Vec<Key>, Optio
         if python && !f.python && !is_interpreter_exit(f) && is_python_machinery(f) {
             continue;
         }
+        if is_recorder_frame(f) {
+            continue; // mpiq's own wrapper around the MPI call
+        }
         let label = function_label(f);
         if path.last().is_some_and(|(l, _)| *l == label) {
             continue; // an inlined copy of the same function
@@ -400,7 +402,7 @@ fn compact_path(t: &ThreadStack, p: &ProcessSnapshot) -> Option<(Vec<Key>, Optio
     }
     let detail = match (&entry, frames.first()) {
         (Some((i, call)), _) => {
-            let outer = &t.frames[i + 1..];
+            let outer = beyond_recorder(&t.frames[i + 1..]);
             let (py, api) = python_site(outer);
             let caller = match py {
                 Some(j) => location(&outer[j]),

@@ -15,6 +15,7 @@ pub(crate) fn frame(function: &str, object: &str, at: Option<u32>) -> Frame {
         file: at.map(|_| "/opt/u/barrier_vs_recv.c".into()),
         line: at,
         inlined: false,
+        offset: None,
         python: false,
     }
 }

@@ -114,12 +114,31 @@ pub fn read_python(pid: u32) -> Option<PythonStacks> {
     });
     Some(match read {
         Ok(Ok(stacks)) => stacks,
+        // A program that links libpython (a C++ code with Python bindings)
+        // runs no interpreter until it starts one: no Python frames, and
+        // nothing to say. Python itself without one is an error.
+        Ok(Err(e)) if no_interpreter(&e) && !executable_is_python(pid) => return None,
         Ok(Err(e)) => failed(&e),
         Err(_) => PythonStacks {
             error: Some("py-spy failed (a panic) reading the interpreter's state".into()),
             ..PythonStacks::default()
         },
     })
+}
+
+/// py-spy's error for a process that maps CPython but where it found no
+/// interpreter.
+fn no_interpreter(e: &anyhow::Error) -> bool {
+    format!("{e:#}").contains("Failed to find a python interpreter")
+}
+
+/// Whether the main executable of live process `pid` is a Python
+/// (`python3`, `python3.11`, ...), not a program that links libpython.
+fn executable_is_python(pid: py_spy::Pid) -> bool {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().starts_with("python")))
+        .unwrap_or(true)
 }
 
 /// Finds where live process `pid`'s interpreter is (py-spy parses its

@@ -54,6 +54,12 @@ outside MPI its frames in the application (a loop calling helpers is one place);
 a rank whose stacks cannot be read keeps the job from being called still. A
 check that could not read the job (it has not started its ranks yet) ends
 nothing. The report says what was seen, for how long, and the rule applied.
+A rank reading or writing (the kernel's I/O counters grew) moves, wherever it
+is. While a rank computes outside MPI (on the CPU a quarter of the time or
+more) and the others wait, as in a long serial phase (one rank reads,
+partitions or factorizes), the job is only suspected hung past that rule: the
+report is printed (and written to --report DIR) at once, the job left running,
+and it is ended only if nothing changes for --compute-hang (10m) in all.
 
 The flight recorder (unless --no-recorder): mpiq's libmpiq_recorder.so (found in
 $MPIQ_RECORDER, else in this installation's lib/mpiq/, else this mpiq's own
@@ -117,6 +123,12 @@ pub struct RunArgs {
     /// --detect never calls a job hung before it has stood still this long.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_positive_duration, requires = "detect")]
     pub min_hang: Duration,
+    /// While a rank computes outside MPI (on the CPU, as a long serial
+    /// phase does), --detect only reports the job as suspected
+    /// hung (the report at once, the job left running) until it has stood
+    /// still this long; then it ends it.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_positive_duration, requires = "detect")]
+    pub compute_hang: Duration,
     /// How often --detect checks (the first check after this long)
     /// [default: 30s, or 100 x the longest a rank was held stopped by the
     /// last check when that is longer: at most 1% of the job's time]
@@ -149,10 +161,20 @@ pub const STOPPED_SHARE_INVERSE: u32 = 100;
 impl RunArgs {
     /// The interval before the next check: --detect-every as given, else
     /// [`DEFAULT_DETECT_EVERY`] or [`STOPPED_SHARE_INVERSE`] x `last_stop`
-    /// (the longest a rank was held stopped by the last check), the longer.
-    pub fn detect_interval(&self, last_stop: Duration) -> Duration {
-        self.detect_every
-            .unwrap_or_else(|| DEFAULT_DETECT_EVERY.max(last_stop.saturating_mul(STOPPED_SHARE_INVERSE)))
+    /// (the longest a rank was held stopped by the last check), the longer,
+    /// while the job moves: watching a job that moves costs it at most 1%.
+    /// Once it stood still at the last check (`still`: a hang may be on its
+    /// way) the next comes after [`DEFAULT_DETECT_EVERY`] whatever the
+    /// stop took, so that a hang is seen within --min-hang and three
+    /// checks, on a crowded node too (where a stop takes seconds).
+    pub fn detect_interval(&self, last_stop: Duration, still: bool) -> Duration {
+        self.detect_every.unwrap_or_else(|| {
+            if still {
+                DEFAULT_DETECT_EVERY
+            } else {
+                DEFAULT_DETECT_EVERY.max(last_stop.saturating_mul(STOPPED_SHARE_INVERSE))
+            }
+        })
     }
 }
 

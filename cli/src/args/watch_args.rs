@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Arg, ArgAction, ArgMatches, Args, FromArgMatches};
-use mpiq::options::{Handler, DUMP_OPTIONS};
+use mpiq::options::DUMP_OPTIONS;
 use mpiq::{DumpOptions, UsageError};
 
 use super::{table_args, DEFAULT_NODE_TIMEOUT_SECS, SHARED_HEADING};
@@ -68,7 +68,7 @@ while it runs are shown on the last line and again on exit.";
 /// `mpiq watch`'s arguments: where the ranks are (a starter, a Slurm step or
 /// a recording), how often to sample, and the bridge's dump options (the
 /// same table as every front end's, `--json` aside).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct WatchArgs {
     /// The starter (mpirun, mpiexec, srun).
     pub starter: Option<i32>,
@@ -80,14 +80,14 @@ pub struct WatchArgs {
     pub interval: std::time::Duration,
     /// Seconds another node's collector may take.
     pub node_timeout: u64,
-    /// The bridge's dump options as given (`--record FILE` among them).
-    pub options: Vec<String>,
+    /// The bridge's dump options, parsed once (`--record FILE` among them).
+    pub options: Result<DumpOptions, UsageError>,
 }
 
 impl WatchArgs {
     /// The bridge's options.
     pub fn to_options(&self) -> Result<DumpOptions, UsageError> {
-        DumpOptions::parse(&self.options)
+        self.options.clone()
     }
 }
 
@@ -153,26 +153,6 @@ impl Args for WatchArgs {
 
 impl FromArgMatches for WatchArgs {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        // As `table_values`, over the rows the watch has.
-        let mut options = Vec::new();
-        for spec in DUMP_OPTIONS
-            .iter()
-            .filter(|s| s.handler == Handler::Bridge && !NOT_FOR_WATCH.contains(&s.name))
-        {
-            match spec.value {
-                None => {
-                    if m.get_flag(spec.name) {
-                        options.push(spec.flag());
-                    }
-                }
-                Some(_) => {
-                    for v in m.get_many::<String>(spec.name).into_iter().flatten() {
-                        options.push(spec.flag());
-                        options.push(v.clone());
-                    }
-                }
-            }
-        }
         Ok(WatchArgs {
             starter: m.get_one::<i32>("starter").copied(),
             slurm: m.get_one::<String>("slurm").cloned(),
@@ -186,7 +166,7 @@ impl FromArgMatches for WatchArgs {
                 .get_one::<u64>("node_timeout")
                 .copied()
                 .unwrap_or(DEFAULT_NODE_TIMEOUT_SECS),
-            options,
+            options: super::dump_options(m),
         })
     }
 

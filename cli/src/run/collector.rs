@@ -224,7 +224,7 @@ fn step_ranks(step: &str, node: &str) -> Result<(Ranks, Option<i32>), CollectErr
 }
 
 /// Runs the collector: find this node's ranks, sample them, send them.
-pub fn run_collector(req: &CollectRequest, options: &[String], rep: &Reporter) -> Result<Outcome, RunError> {
+pub fn run_collector(req: &CollectRequest, options: &DumpOptions, rep: &Reporter) -> Result<Outcome, RunError> {
     let start = Instant::now();
     let deadline = start + Duration::from_millis(req.deadline_ms);
     let node = node_name(req.node);
@@ -233,9 +233,11 @@ pub fn run_collector(req: &CollectRequest, options: &[String], rep: &Reporter) -
         seq: 0,
         broken: false,
     };
-    let mut opts = DumpOptions::parse(options)?;
     // A recording is the front end's business.
-    opts.record = None;
+    let opts = DumpOptions {
+        record: None,
+        ..options.clone()
+    };
     let ranks = match req.slurm_step {
         Some(step) => match step_ranks(step, &node) {
             Ok((ranks, size)) => {

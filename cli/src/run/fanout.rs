@@ -21,7 +21,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use mpiq::ProcessSnapshot;
+use mpiq::{DumpOptions, ProcessSnapshot};
 
 use super::wire::{restore, Groups, Line, Message, NodeStacks, Reassembler, Request, TABLE_END};
 use super::{failed_snapshot, Reporter};
@@ -66,8 +66,9 @@ pub struct Plan {
     pub interval_ms: u64,
     /// How long a node may take, from the start, before it counts as lost.
     pub node_timeout: Duration,
-    /// The bridge options to pass on (`--no-stacks`, `--all`, ...).
-    pub options: Vec<String>,
+    /// The bridge options to pass on (`--no-stacks`, `--all`, ...), sent
+    /// whole as JSON: parsed once, by the front end.
+    pub options: DumpOptions,
     /// Instead of a table: find the ranks of this Slurm step (`JOB.STEP`).
     pub slurm_step: Option<String>,
     /// Compact records, then the ranks shown in detail whole
@@ -276,8 +277,11 @@ fn collector_args(plan: &Plan, node: Option<&str>) -> Vec<String> {
     if let Some(s) = &plan.slurm_step {
         a.extend(["--slurm-step".into(), s.clone()]);
     }
-    a.push("--".into());
-    a.extend(plan.options.iter().cloned());
+    // Serialising plain data cannot fail; an empty value is the defaults.
+    a.extend([
+        "--dump-options".into(),
+        serde_json::to_string(&plan.options).unwrap_or_default(),
+    ]);
     a
 }
 
@@ -376,10 +380,26 @@ fn srun_command(job: &str, nodes: &[String], plan: &Plan) -> Command {
 /// configuration; never a password prompt).
 fn ssh_command(node: &str, plan: &Plan) -> Command {
     let mut cmd = Command::new(std::env::var("MPIQ_SSH").unwrap_or_else(|_| "ssh".into()));
+    // ssh hands the remote shell one line: every word quoted for it, the
+    // options' JSON among them.
     cmd.args(["-o", "BatchMode=yes", "-T", node])
-        .arg(collector_program())
-        .args(collector_args(plan, Some(node)));
+        .arg(shell_quoted(&collector_program()))
+        .args(collector_args(plan, Some(node)).iter().map(|a| shell_quoted(a)));
     cmd
+}
+
+/// `word` as a POSIX shell reads it back as one word: bare when it holds
+/// nothing the shell treats specially, else in single quotes.
+fn shell_quoted(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 impl Fanout {
@@ -681,7 +701,10 @@ mod tests {
             samples: 2,
             interval_ms: 500,
             node_timeout: Duration::from_secs(30),
-            options: vec!["--no-stacks".into()],
+            options: DumpOptions {
+                no_stacks: true,
+                ..DumpOptions::default()
+            },
             slurm_step: None,
             compact: true,
         };
@@ -697,10 +720,16 @@ mod tests {
                 || line.contains("--input=all --job-name=mpiq-collect "),
             "{line}"
         );
+        // The options go to the collectors as one typed value, never as words parsed again.
+        let sent = |args: &[String]| -> DumpOptions {
+            let at = args.iter().position(|a| a == "--dump-options").expect("--dump-options");
+            serde_json::from_str(&args[at + 1]).expect("the options as JSON")
+        };
         assert!(
-            line.ends_with("collect --samples 2 --interval 500 --deadline 30000 --compact -- --no-stacks"),
+            line.contains(" collect --samples 2 --interval 500 --deadline 30000 --compact --dump-options {"),
             "{line}"
         );
+        assert_eq!(sent(&args), plan.options, "{line}");
         let ssh: Vec<String> = ssh_command("n7", &plan)
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
@@ -708,8 +737,17 @@ mod tests {
         let line = ssh.join(" ");
         assert!(line.starts_with("-o BatchMode=yes -T n7 "), "{line}");
         assert!(
-            line.ends_with("collect --samples 2 --interval 500 --deadline 30000 --compact --node n7 -- --no-stacks"),
+            line.contains(" collect --samples 2 --interval 500 --deadline 30000 --compact --node n7 --dump-options "),
             "{line}"
         );
+        // One word for the remote shell: the JSON shell-quoted.
+        let quoted = ssh.last().expect("the remote command");
+        assert!(quoted.starts_with("'{") && quoted.ends_with("}'"), "{quoted}");
+        let unquoted = std::process::Command::new("sh")
+            .args(["-c", &format!("printf %s {quoted}")])
+            .output()
+            .expect("sh");
+        let back: DumpOptions = serde_json::from_slice(&unquoted.stdout).expect("the options as JSON");
+        assert_eq!(back, plan.options);
     }
 }

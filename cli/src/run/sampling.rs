@@ -32,8 +32,6 @@ pub struct JobPlan {
     pub interval_ms: u64,
     /// How long a node's collector may take.
     pub node_timeout: Duration,
-    /// The bridge options as given, passed on to collectors.
-    pub options: Vec<String>,
     /// Other nodes send compact records, and the ranks shown in detail
     /// whole on request ([`Details`]); else every rank whole.
     pub compact: bool,
@@ -62,19 +60,13 @@ fn sample_local(ranks: &[JobRank], opts: &DumpOptions, rep: &Reporter) -> Result
     collect_slots(slots, opts, rep)
 }
 
-/// The options collectors get: the user's, without `--record` (a
-/// recording covers what this process reads).
-fn collector_options(options: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut it = options.iter();
-    while let Some(o) = it.next() {
-        if o == "--record" {
-            it.next();
-        } else if !o.starts_with("--record=") {
-            out.push(o.clone());
-        }
+/// The options collectors get: the user's, parsed once here, without
+/// `--record` (a recording covers what this process reads).
+fn collector_options(opts: &DumpOptions) -> DumpOptions {
+    DumpOptions {
+        record: None,
+        ..opts.clone()
     }
-    out
 }
 
 /// The nodes of the remote ranks, in the table's order.
@@ -106,7 +98,7 @@ pub fn run_job(
         samples: plan.samples,
         interval_ms: plan.interval_ms,
         node_timeout: plan.node_timeout + Duration::from_millis(plan.interval_ms),
-        options: collector_options(&plan.options),
+        options: collector_options(opts),
         slurm_step,
         compact: plan.compact,
     };
@@ -210,6 +202,107 @@ pub fn run_job(
     Ok((samples, details))
 }
 
+/// At most this many samples more than the plan's two, when the verdict
+/// rests on a move between the last two ([`run_job_settled`]).
+pub const SETTLE_SAMPLES: usize = 2;
+
+/// [`run_job`], then, while the verdict of the last two samples rests on a
+/// move between them and the latest alone would say worse
+/// ([`mpiq::analysis::Analysis::rests_on_change`]), one more sample
+/// `interval_ms` later, compared with the last (at most
+/// [`SETTLE_SAMPLES`]). A job still starting at the first sample and hung
+/// at the second moved, yet is not progressing: a further sample shows it
+/// still; a progressing job moves again.
+pub fn run_job_settled(
+    source: &JobSource,
+    plan: &JobPlan,
+    opts: &DumpOptions,
+    rep: &Reporter,
+) -> Result<(Samples, Option<Details>), RunError> {
+    let (mut samples, mut details) = run_job(source, plan, opts, rep)?;
+    let one = JobPlan {
+        samples: 1,
+        ..plan.clone()
+    };
+    let mut last = Instant::now();
+    // The end of the second sample, and the time from the first to it.
+    let (mut second_at, mut first_to_second) = (last, samples.interval_ms.unwrap_or(plan.interval_ms));
+    for _ in 0..SETTLE_SAMPLES {
+        if samples.previous.is_none() {
+            break;
+        }
+        let (moved, starved) = settle_reasons(&samples);
+        if !moved && starved {
+            // Ranks that barely ran: a later sample against the same first
+            // one gives them the time to show whether they move.
+            rep.note(format_args!(
+                "ranks barely ran between the samples (a crowded node): one more in {STARVED_WAIT_MS} ms, \
+                 compared with the first"
+            ));
+            std::thread::sleep(Duration::from_millis(STARVED_WAIT_MS));
+            let Ok((next, next_details)) = run_job(source, &one, opts, rep) else {
+                break;
+            };
+            let now = Instant::now();
+            let since = u64::try_from(now.duration_since(second_at).as_millis()).unwrap_or(u64::MAX);
+            samples = Samples {
+                previous: samples.previous.take(),
+                current: next.current,
+                interval_ms: Some(first_to_second.saturating_add(since)),
+                second_failed: None,
+            };
+            details = next_details;
+            last = now;
+            continue;
+        }
+        if !moved {
+            break;
+        }
+        rep.note(format_args!(
+            "the ranks moved between the last two samples, and the latest alone says worse: \
+             one more sample in {} ms",
+            plan.interval_ms
+        ));
+        std::thread::sleep(Duration::from_millis(plan.interval_ms));
+        // The job ended (or its ranks cannot be read any more): the samples
+        // taken say what is known.
+        let Ok((next, next_details)) = run_job(source, &one, opts, rep) else {
+            break;
+        };
+        let now = Instant::now();
+        samples = Samples {
+            previous: Some(std::mem::take(&mut samples.current)),
+            current: next.current,
+            // From the end of one sample to the end of the next.
+            interval_ms: Some(u64::try_from(now.duration_since(last).as_millis()).unwrap_or(u64::MAX)),
+            second_failed: None,
+        };
+        // The earlier collectors are ended as their details are dropped.
+        details = next_details;
+        last = now;
+        (second_at, first_to_second) = (now, samples.interval_ms.unwrap_or(plan.interval_ms));
+    }
+    Ok((samples, details))
+}
+
+/// How long [`run_job_settled`] lets ranks that barely ran between the
+/// samples run before it samples again.
+const STARVED_WAIT_MS: u64 = 1_000;
+
+/// Whether the analysis of the two samples rests on a move between them,
+/// and whether ranks starved of the CPU kept it from a verdict
+/// ([`mpiq::analysis::Analysis::starved`], `unknown`).
+fn settle_reasons(samples: &Samples) -> (bool, bool) {
+    crate::report::Report::analyzed(samples.clone())
+        .analysis
+        .map_or((false, false), |a| {
+            (
+                a.rests_on_change,
+                !a.starved.is_empty() && a.verdict == mpiq::analysis::Verdict::Unknown,
+            )
+        })
+}
+
 /// One sample of `mpiq watch`.
 #[derive(Debug)]
 pub struct WatchSample {
@@ -225,12 +318,7 @@ pub struct WatchSample {
 /// job --samples 1` reads (local ranks stopped, read and released; other
 /// nodes through their collectors), with no progress bars and, with
 /// `--record`, the recordings handed back instead of written.
-pub fn watch_sample(
-    source: &JobSource,
-    opts: &DumpOptions,
-    options: &[String],
-    node_timeout: Duration,
-) -> Result<WatchSample, RunError> {
+pub fn watch_sample(source: &JobSource, opts: &DumpOptions, node_timeout: Duration) -> Result<WatchSample, RunError> {
     let rep = Reporter {
         verbose: false,
         start: Instant::now(),
@@ -240,7 +328,6 @@ pub fn watch_sample(
         samples: 1,
         interval_ms: 0,
         node_timeout,
-        options: options.to_vec(),
         compact: false,
     };
     let (samples, _) = run_job(source, &plan, opts, &rep)?;
@@ -330,10 +417,10 @@ mod tests {
 
     #[test]
     fn collectors_record_nothing() {
-        let o: Vec<String> = ["--all", "--record", "x.rec", "--record=y", "--no-stacks"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(collector_options(&o), vec!["--all", "--no-stacks"]);
+        let o = DumpOptions::parse(&["--all", "--record", "x.rec", "--no-stacks"]).unwrap();
+        let c = collector_options(&o);
+        assert_eq!(c.record, None);
+        assert!(c.all && c.no_stacks);
+        assert_eq!(c, DumpOptions { record: None, ..o });
     }
 }

@@ -129,12 +129,14 @@ impl Message {
 }
 
 /// A frame as a compact record sends it: without its address when its
-/// function is named. Nothing the analysis or the merged stacks read is
-/// lost: they know a frame by its function, file and line, and by its
-/// address only when it has no function (then it is kept).
+/// function is named or its offset in its object known. Nothing the
+/// analysis or the merged stacks read is lost: they know a frame by its
+/// function, file and line, or by its object and offset, and by its
+/// address only when it has neither (then it is kept). Ranks at the same
+/// place in a program without symbols send one stack, whatever ASLR did.
 fn compact_frame(f: &Frame) -> Frame {
     let mut f = f.clone();
-    if f.function.is_some() {
+    if f.function.is_some() || (f.offset.is_some() && f.object.is_some()) {
         f.pc = String::new();
     }
     f

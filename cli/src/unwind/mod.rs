@@ -100,6 +100,7 @@ pub fn to_model(t: ThreadStack) -> mpiq::ThreadStack {
                 file: f.file.as_deref().map(mpiq::Text::intern),
                 line: f.line,
                 inlined: f.inlined,
+                offset: f.offset,
                 python: false,
             })
             .collect(),

@@ -7,25 +7,17 @@ use super::stack::{Frame, ThreadStack};
 /// ([`mpiq::render::frame_text`]): `#N 0xPC in FUNCTION [inlined]
 /// (FILE:LINE) from OBJECT`; a function without a name is `OBJECT+0xOFFSET`.
 pub fn frame_line(n: usize, f: &Frame) -> String {
-    let function = match (&f.function, &f.object, f.offset) {
-        (Some(name), ..) => Some(name.clone()),
-        (None, Some(obj), Some(off)) => Some(format!("{}+{off:#x}", base_name(obj))),
-        _ => None,
-    };
     let model = mpiq::Frame {
         pc: format!("{:#018x}", f.pc),
-        function: function.as_deref().map(mpiq::Text::intern),
+        function: f.function.as_deref().map(mpiq::Text::intern),
         object: f.object.as_deref().map(mpiq::Text::intern),
         file: f.file.as_deref().map(mpiq::Text::intern),
         line: f.line,
         inlined: f.inlined,
+        offset: f.offset,
         python: false,
     };
     format!("#{n:<2} {}", mpiq::render::frame_text(&model))
-}
-
-fn base_name(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 /// The stacks of one process as text, one block per thread.

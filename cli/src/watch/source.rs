@@ -60,8 +60,6 @@ pub struct Live {
     pub source: JobSource,
     /// The bridge options (`--record FILE` among them).
     pub opts: DumpOptions,
-    /// The same as given, for the collectors.
-    pub options: Vec<String>,
     /// How long the ranks run between two samples.
     pub interval: Duration,
     /// Another node's collector's deadline.
@@ -89,7 +87,7 @@ impl Live {
             let _ = tx.send(Msg::Sampling);
             let start = Instant::now();
             let time_ms = now_ms();
-            let (msg, recordings) = match watch_sample(&self.source, &self.opts, &self.options, self.node_timeout) {
+            let (msg, recordings) = match watch_sample(&self.source, &self.opts, self.node_timeout) {
                 Ok(s) => (
                     Msg::Sample {
                         snapshot: s.snapshot,

@@ -16,6 +16,7 @@ fn frame(function: &str, object: &str, file: Option<(&str, u32)>) -> StackFrame 
         file: file.map(|(f, _)| f.into()),
         line: file.map(|(_, l)| l),
         inlined: false,
+        offset: None,
         python: false,
     }
 }

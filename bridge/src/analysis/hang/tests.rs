@@ -83,6 +83,7 @@ fn a_job_standing_still_is_hung_only_past_the_floor_and_never_on_few_samples() {
     let rule = HangRule {
         floor_ms: 60_000,
         factor: 3.0,
+        ..HangRule::default()
     };
     let mut w = HangWatch::new(rule);
     // Its helpers change under `smooth`: the same place all along.
@@ -110,6 +111,7 @@ fn a_job_that_moves_is_not_hung_and_its_longest_stillness_is_its_normal() {
     let mut w = HangWatch::new(HangRule {
         floor_ms: 10_000,
         factor: 3.0,
+        ..HangRule::default()
     });
     // Iterations of 5 s, sampled every 5 s: every sample moved on.
     for i in 0..10u32 {
@@ -150,6 +152,7 @@ fn unknown_stacks_or_nobody_waiting_is_never_still() {
     let mut w = HangWatch::new(HangRule {
         floor_ms: 1,
         factor: 1.0,
+        ..HangRule::default()
     });
     let mut blind = stuck_job(1, "exp");
     blind.processes[1].stacks = None;
@@ -163,6 +166,7 @@ fn unknown_stacks_or_nobody_waiting_is_never_still() {
     let mut w = HangWatch::new(HangRule {
         floor_ms: 1,
         factor: 1.0,
+        ..HangRule::default()
     });
     for t in 0..5u64 {
         let s = w.push(t * 1000, &busy, &none());
@@ -172,10 +176,40 @@ fn unknown_stacks_or_nobody_waiting_is_never_still() {
 }
 
 #[test]
+fn a_rank_stopped_by_a_signal_is_never_a_hang() {
+    let mut w = HangWatch::new(HangRule {
+        floor_ms: 1,
+        factor: 1.0,
+        ..HangRule::default()
+    });
+    let mut held = stuck_job(1, "exp");
+    held.processes[2].os = Some(crate::snapshot::model::OsState {
+        state: "T".into(),
+        wchan: Some("do_signal_stop".into()),
+        cpu_ms: 5,
+        io_bytes: None,
+        ..Default::default()
+    });
+    for t in 0..5u64 {
+        let s = w.push(t * 1000, &held, &none());
+        assert!(!s.hung, "{s:?}");
+        assert_eq!(
+            s.not_still.as_deref(),
+            Some("rank 2 is stopped by a signal (state T: it does nothing until continued), which is no hang")
+        );
+    }
+    // Continued, and still where it was: stillness counts from then on.
+    let going = stuck_job(1, "exp");
+    let s = w.push(5_000, &going, &none());
+    assert!(!s.hung && s.not_still.is_none(), "{s:?}");
+}
+
+#[test]
 fn a_changed_queue_is_a_move() {
     let mut w = HangWatch::new(HangRule {
         floor_ms: 1,
         factor: 1.0,
+        ..HangRule::default()
     });
     let a = stuck_job(1, "exp");
     let mut b = a.clone();
@@ -191,12 +225,18 @@ fn cpu_used_while_still_is_kept_and_said() {
     let mut w = HangWatch::new(HangRule {
         floor_ms: 1_000,
         factor: 3.0,
+        ..HangRule::default()
     });
     let cpu = |c3: u64| BTreeMap::from([(0, 5), (3, c3)]);
     w.push(0, &stuck_job(1, "exp"), &cpu(100));
     w.push(1_000, &stuck_job(1, "exp"), &cpu(1_100));
     let s = w.push(2_000, &stuck_job(1, "exp"), &cpu(2_090));
-    assert!(s.hung);
+    // Rank 3 computes all along, as in a long serial phase: suspected, not
+    // yet hung.
+    assert!(!s.hung && s.suspected, "{s:?}");
+    assert_eq!(s.computing, vec![3]);
+    assert_eq!(s.threshold_ms, 600_000);
+    assert_eq!(s.suspect_ms, 1_000);
     assert_eq!(s.cpu_while_still_ms.get(&3), Some(&1_990));
     assert_eq!(s.cpu_while_still_ms.get(&0), Some(&0));
     let a = crate::analysis::analyze(&stuck_job(1, "exp"), None);
@@ -217,9 +257,63 @@ fn cpu_used_while_still_is_kept_and_said() {
         "{words}"
     );
     assert!(
-        words.ends_with("it is called hung after max(1 s, 3 × that) = 1 s"),
+        words.ends_with(
+            "it is suspected hung after max(1 s, 3 × that) = 1 s, and while rank 3 computes outside MPI \
+             (a long serial phase looks the same) called hung only after 10 min"
+        ),
         "{words}"
     );
+    // Past the rule's compute_ms, hung.
+    let mut w = HangWatch::new(HangRule {
+        floor_ms: 1_000,
+        factor: 3.0,
+        compute_ms: 3_000,
+    });
+    for (t, c) in [(0, 100), (1_000, 1_100), (2_000, 2_090)] {
+        assert!(!w.push(t, &stuck_job(1, "exp"), &cpu(c)).hung);
+    }
+    let s = w.push(3_000, &stuck_job(1, "exp"), &cpu(3_090));
+    assert!(s.hung && !s.suspected, "{s:?}");
+}
+
+#[test]
+fn a_rank_reading_or_writing_in_one_place_moves() {
+    // Rank 3 in the same frames, its I/O counters growing: a serial phase
+    // reading its input is no hang however long it lasts.
+    let mut w = HangWatch::new(HangRule {
+        floor_ms: 1,
+        factor: 1.0,
+        compute_ms: 1,
+    });
+    let at = |io: u64| {
+        let mut s = stuck_job(1, "read");
+        s.processes[3].os = Some(crate::snapshot::model::OsState {
+            state: "D".into(),
+            wchan: None,
+            cpu_ms: 5,
+            io_bytes: Some(io),
+            ..Default::default()
+        });
+        s
+    };
+    for t in 0..5u64 {
+        let st = w.push(t * 1000, &at(t * 4096), &none());
+        assert!(!st.hung && !st.suspected, "{st:?}");
+        if t > 0 {
+            assert!(
+                st.not_still
+                    .as_deref()
+                    .is_some_and(|n| n.contains("rank 3 read or wrote")),
+                "{st:?}"
+            );
+        }
+    }
+    // The counters standing still: still, and hung.
+    let mut last = None;
+    for t in 5..9u64 {
+        last = Some(w.push(t * 1000, &at(5 * 4096), &none()));
+    }
+    assert!(last.as_ref().is_some_and(|s| s.hung), "{last:?}");
 }
 
 #[test]
@@ -237,6 +331,7 @@ fn an_exited_rank_stays_where_it_is() {
     let mut w = HangWatch::new(HangRule {
         floor_ms: 1_000,
         factor: 3.0,
+        ..HangRule::default()
     });
     let mut job = stuck_job(1, "exp");
     job.processes[3].stacks = None;
@@ -254,6 +349,7 @@ fn with_no_rank_waited_on_the_words_say_where_the_ranks_are() {
     let mut w = HangWatch::new(HangRule {
         floor_ms: 1_000,
         factor: 3.0,
+        ..HangRule::default()
     });
     // Every rank in MPI_Allreduce: no rank at the end of the waits.
     let job = snapshot((0..4).map(|r| in_allreduce(r, "it1")).collect());
