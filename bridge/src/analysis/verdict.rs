@@ -352,14 +352,14 @@ fn starved_said(inp: &Inputs<'_>, nodes: &BTreeSet<i64>) -> Option<String> {
     let ranks: Vec<i64> = starved.iter().map(|&(r, _)| r).collect();
     let ran = starved.iter().map(|&(_, (ran, _))| ran).max()?;
     let waited = starved.iter().map(|&(_, (_, waited))| waited).max()?;
-    let (who, verb) = if ranks.len() == 1 {
-        (format!("rank {}", ranks[0]), "it")
+    let (who, moves, runs) = if ranks.len() == 1 {
+        (format!("rank {}", ranks[0]), "it moves", "it runs")
     } else {
-        (super::words::ranks_words(&ranks), "they")
+        (super::words::ranks_words(&ranks), "they move", "they run")
     };
     Some(format!(
         "{who} barely ran between {}: at most {:.1} ms on a CPU, and up to {} ms ready to run but waiting \
-         for one (a crowded node): whether {verb} move is not known until {verb} run, and no deadlock is \
+         for one (a crowded node): whether {moves} is not known until {runs}, and no deadlock is \
          said of ranks that could not run",
         interval_words(inp.interval_ms),
         ran as f64 / 1000.0,

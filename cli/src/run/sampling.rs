@@ -290,17 +290,21 @@ pub fn run_job_settled(
 const STARVED_WAIT_MS: u64 = 1_000;
 
 /// Whether the analysis of the two samples rests on a move between them,
-/// and whether ranks starved of the CPU kept it from a verdict
-/// ([`mpiq::analysis::Analysis::starved`], `unknown`).
+/// and whether ranks starved of the CPU kept it from a verdict on them
+/// ([`mpiq::analysis::Analysis::starved`]): the whole verdict `unknown`,
+/// or a starved rank left undecided beside a deadlock found among others
+/// (a rank still to leave a collective its peers have left looks, until it
+/// runs, like one blocked behind them).
 fn settle_reasons(samples: &Samples) -> (bool, bool) {
     crate::report::Report::analyzed(samples.clone())
         .analysis
-        .map_or((false, false), |a| {
-            (
-                a.rests_on_change,
-                !a.starved.is_empty() && a.verdict == mpiq::analysis::Verdict::Unknown,
-            )
-        })
+        .map_or((false, false), |a| (a.rests_on_change, starved_undecided(&a)))
+}
+
+/// See [`settle_reasons`].
+fn starved_undecided(a: &mpiq::analysis::Analysis) -> bool {
+    !a.starved.is_empty()
+        && (a.verdict == mpiq::analysis::Verdict::Unknown || a.starved.iter().any(|r| a.undecided.contains(r)))
 }
 
 /// One sample of `mpiq watch`.
@@ -422,5 +426,26 @@ mod tests {
         assert_eq!(c.record, None);
         assert!(c.all && c.no_stacks);
         assert_eq!(c, DumpOptions { record: None, ..o });
+    }
+
+    /// What CI's split_mismatch under Open MPI 4 gave on a loaded node: the
+    /// cycle found, and a starved rank in the same barrier left undecided.
+    #[test]
+    fn a_starved_rank_left_undecided_beside_a_deadlock_is_sampled_again() {
+        let analysis = |verdict: &str, undecided: &[i64], starved: &[i64]| -> mpiq::analysis::Analysis {
+            serde_json::from_value(serde_json::json!({
+                "verdict": verdict, "summary": "", "cycles": [[0, 1]], "blocked": [3], "edges": [],
+                "unmatched": [], "unknown_ranks": [], "undecided": undecided, "notes": [],
+                "starved": starved,
+            }))
+            .unwrap()
+        };
+        assert!(starved_undecided(&analysis("deadlock", &[2], &[2])));
+        assert!(starved_undecided(&analysis("unknown", &[], &[2])));
+        // Starved, yet not undecided (it is free whatever it does), or
+        // undecided without starving: a further sample for the starved
+        // does not change that.
+        assert!(!starved_undecided(&analysis("deadlock", &[], &[2])));
+        assert!(!starved_undecided(&analysis("deadlock", &[2], &[])));
     }
 }
