@@ -61,6 +61,16 @@ fn sched_us(pid: i32) -> Option<(u64, u64)> {
     sum
 }
 
+/// How many times thread `tid` of `pid` has been put on a CPU (the third
+/// field of `/proc/PID/task/TID/schedstat`, counted as it is switched in;
+/// its time on a CPU, the first, moves only at the scheduler's ticks while
+/// it runs); `None` when the kernel keeps no such counter or the thread is
+/// gone.
+pub fn thread_runs(pid: i32, tid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    text.split_whitespace().nth(2)?.parse().ok()
+}
+
 /// `rchar` + `wchar` of `/proc/PID/io`: every byte the process read or
 /// wrote so far, through any call (only the counters are read).
 fn io_bytes(pid: i32) -> Option<u64> {

@@ -536,9 +536,15 @@ fn wait_stopped(pid: i32, traced: &mut [Traced]) -> Result<(), AttachError> {
 }
 
 /// How many times a thread caught in the flight recorder's own code is let
-/// run out of it, and for how long each time.
+/// run out of it, and for how long each time: [`SETTLE_RUN`] on a CPU, for
+/// which it may wait up to [`SETTLE_WAIT`] on a crowded node.
 const SETTLE_ROUNDS: usize = 4;
 const SETTLE_RUN: Duration = Duration::from_micros(100);
+/// How long a round of [`settle`] waits for a continued thread to get a CPU
+/// at all (its `schedstat` count of times on a CPU unchanged): on 2 busy cores, a
+/// rank at a low priority was not scheduled within its 100 µs, and its call
+/// showed with neither communicator nor running record.
+const SETTLE_WAIT: Duration = Duration::from_millis(50);
 
 /// The executable mappings of mpiq's flight recorder in `pid`
 /// (`libmpiq_recorder*.so`, preloaded by `mpiq run`) and, when it has one,
@@ -582,7 +588,10 @@ fn recorder_text(pid: i32) -> Vec<(u64, u64)> {
 /// it is inside the MPI (blocked, or polling) with its record running, or
 /// back in the program. A thread that stopped for a signal of its own stays
 /// as it is (the signal is handed back at detach). A thread of the
-/// program's own in the vDSO comes out of it as soon.
+/// program's own in the vDSO comes out of it as soon. A round lasts until
+/// every continued thread has been on a CPU (up to [`SETTLE_WAIT`]): on a
+/// crowded node a continued thread may wait for one longer than it needs
+/// to run out.
 fn settle(pid: i32, traced: &mut [Traced]) {
     let text = recorder_text(pid);
     if text.is_empty() {
@@ -590,21 +599,37 @@ fn settle(pid: i32, traced: &mut [Traced]) {
     }
     let inside = |tid: Pid| ptrace::getregs(tid).is_ok_and(|r| text.iter().any(|&(a, b)| (a..b).contains(&r.rip)));
     for _ in 0..SETTLE_ROUNDS {
+        // Each continued thread, with its count of times on a CPU then.
         let mut resumed = Vec::new();
         for t in traced.iter_mut() {
             if t.gone || !t.stopped || t.signal.is_some() || !inside(t.tid) {
                 continue;
             }
+            let ran = crate::procs::thread_runs(pid, t.tid.as_raw());
             if ptrace::cont(t.tid, None).is_ok() {
                 t.stopped = false;
-                resumed.push(t.tid);
+                resumed.push((t.tid, ran));
             }
         }
         if resumed.is_empty() {
             return;
         }
+        let continued = Instant::now();
         std::thread::sleep(SETTLE_RUN);
-        for tid in &resumed {
+        // A thread whose counter cannot be read counts as having run.
+        let not_run = |&(tid, ran): &(Pid, Option<u64>)| {
+            ran.is_some_and(|ran| crate::procs::thread_runs(pid, tid.as_raw()) == Some(ran))
+        };
+        let mut waited = false;
+        while continued.elapsed() < SETTLE_WAIT && resumed.iter().any(not_run) {
+            std::thread::sleep(SETTLE_RUN);
+            waited = true;
+        }
+        // Each got a CPU only lately: its time to run out, from then.
+        if waited {
+            std::thread::sleep(SETTLE_RUN);
+        }
+        for (tid, _) in &resumed {
             // ESRCH: it exited meanwhile (wait_stopped sees it gone).
             let _ = ptrace::interrupt(*tid);
         }
