@@ -49,16 +49,21 @@ fn sched_us(pid: i32) -> Option<(u64, u64)> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
     let mut sum: Option<(u64, u64)> = None;
     for t in tasks.flatten() {
-        let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) else {
-            continue;
-        };
-        let mut f = text.split_whitespace().map(|v| v.parse::<u64>().ok());
-        if let (Some(Some(run)), Some(Some(wait))) = (f.next(), f.next()) {
+        if let Some([run, wait, _]) = schedstat(&t.path()) {
             let (r, w) = sum.unwrap_or_default();
             sum = Some((r.saturating_add(run / 1000), w.saturating_add(wait / 1000)));
         }
     }
     sum
+}
+
+/// A thread's `schedstat` (its folder under `/proc/PID/task/`): time on a
+/// CPU (ns), time waiting for one (ns), and how many times it was put on
+/// one; `None` when the kernel keeps no such counters or the thread is gone.
+fn schedstat(task: &std::path::Path) -> Option<[u64; 3]> {
+    let text = std::fs::read_to_string(task.join("schedstat")).ok()?;
+    let mut f = text.split_whitespace().map(|v| v.parse::<u64>().ok());
+    Some([f.next()??, f.next()??, f.next()??])
 }
 
 /// How many times thread `tid` of `pid` has been put on a CPU (the third
@@ -67,8 +72,7 @@ fn sched_us(pid: i32) -> Option<(u64, u64)> {
 /// it runs); `None` when the kernel keeps no such counter or the thread is
 /// gone.
 pub fn thread_runs(pid: i32, tid: i32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
-    text.split_whitespace().nth(2)?.parse().ok()
+    schedstat(std::path::Path::new(&format!("/proc/{pid}/task/{tid}"))).map(|[.., runs]| runs)
 }
 
 /// `rchar` + `wchar` of `/proc/PID/io`: every byte the process read or
