@@ -374,8 +374,18 @@ struct Row {
     summary: String,
 }
 
-fn one(records_file: &Path, sim: &Path, ranks: usize, per_node: usize, scratch: &Path) -> Result<Row, String> {
+fn one(
+    records_file: &Path,
+    sim: &Path,
+    ranks: usize,
+    per_node: usize,
+    scratch: &Path,
+    html: Option<&Path>,
+) -> Result<Row, String> {
     let mut cmd = cli_command(&["job", "--slurm", JOB_ID, "--node-timeout", "600"]);
+    if let Some(dir) = html {
+        cmd.arg("--html").arg(dir.join(format!("scale-{ranks}.html")));
+    }
     let path = format!("{}:{}", sim.display(), std::env::var("PATH").unwrap_or_default());
     cmd.env("PATH", path)
         .env("MPIQ_SRUN", sim.join("srun"))
@@ -414,13 +424,16 @@ fn one(records_file: &Path, sim: &Path, ranks: usize, per_node: usize, scratch: 
 /// `mpiq-bench scale [--ranks 1000,16000,100000] [--per-node 32] [--mpi openmpi] [--only EXAMPLE]
 /// [--records FILE]`: `--mpi` is `openmpi`, `mpich` or any MPI's name (`debian-openmpi`, a
 /// packaged MPI without readable queues); `--only deadlock` (or another of the four) makes every
-/// block that one job, all ranks at the same places.
+/// block that one job, all ranks at the same places. `--html DIR`: each `mpiq job` also writes
+/// its page, `DIR/scale-N.html`, and its size is printed (open it in Chromium for its first
+/// paint: `tests/browser/check_page.py`).
 pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
     let mut ranks: Vec<usize> = vec![1_000, 16_000, 100_000];
     let mut per_node = 32usize;
     let mut mpi = Mpi::OpenMpi;
     let mut only: Option<String> = None;
     let mut records_file: Option<PathBuf> = None;
+    let mut html: Option<PathBuf> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().ok_or_else(|| format!("{a} needs a value"));
@@ -432,6 +445,7 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
             }
             "--only" => only = Some(val()?),
             "--records" => records_file = Some(PathBuf::from(val()?)),
+            "--html" => html = Some(PathBuf::from(val()?)),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -474,7 +488,7 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
     println!("|---|---|---|---|---|---|---|---|");
     let mut rows = Vec::new();
     for &n in &ranks {
-        let row = one(&records_file, &sim, n, per_node, scratch)?;
+        let row = one(&records_file, &sim, n, per_node, scratch, html.as_deref())?;
         println!(
             "| {} | {} | {:.2} | {:.0} | {} | {} | {} | {} |",
             row.ranks,
@@ -491,6 +505,20 @@ pub fn main(args: &[String], scratch: &Path) -> Result<(), String> {
     // The verdict's own line (after "Deadlock analysis:") of each row, whole.
     for row in &rows {
         println!("summary at {} ranks: {}", row.ranks, row.summary);
+    }
+    if let Some(dir) = &html {
+        for row in &rows {
+            let page = dir.join(format!("scale-{}.html", row.ranks));
+            let size = std::fs::metadata(&page)
+                .map_err(|e| format!("{}: {e}", page.display()))?
+                .len();
+            println!(
+                "page at {} ranks: {} ({:.2} MB)",
+                row.ranks,
+                page.display(),
+                size as f64 / 1e6
+            );
+        }
     }
     Ok(())
 }

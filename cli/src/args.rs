@@ -404,6 +404,8 @@ pub struct DumpArgs {
     pub svg: Option<PathBuf>,
     /// Also draw the merged call stacks as a flame graph (SVG) into FILE.
     pub flamegraph: Option<PathBuf>,
+    /// Also write the report as one self-contained web page into FILE.
+    pub html: Option<PathBuf>,
     /// Show the queues only, without the cross-rank analysis.
     pub no_analysis: bool,
     /// The bridge's options (`--all`, `--queue Q`, ...), parsed once from
@@ -418,6 +420,7 @@ impl Default for DumpArgs {
             format: None,
             svg: None,
             flamegraph: None,
+            html: None,
             no_analysis: false,
             options: Ok(DumpOptions::default()),
         }
@@ -454,6 +457,17 @@ impl Args for DumpArgs {
                 .help_heading(OUTPUT_HEADING),
         )
         .arg(
+            Arg::new("html")
+                .long("html")
+                .value_name("FILE")
+                .value_parser(clap::value_parser!(PathBuf))
+                .help(
+                    "Also write the report as one self-contained web page into FILE (the verdict, the wait-for \
+                     graph, the merged stacks as a tree, each rank's detail; it loads nothing from anywhere)",
+                )
+                .help_heading(OUTPUT_HEADING),
+        )
+        .arg(
             Arg::new("no_analysis")
                 .long("no-analysis")
                 .action(ArgAction::SetTrue)
@@ -475,6 +489,7 @@ impl FromArgMatches for DumpArgs {
             format: m.get_one::<OutputFormat>("format").copied(),
             svg: m.get_one::<PathBuf>("svg").cloned(),
             flamegraph: m.get_one::<PathBuf>("flamegraph").cloned(),
+            html: m.get_one::<PathBuf>("html").cloned(),
             no_analysis: m.get_flag("no_analysis"),
             options: dump_options(m),
         })

@@ -33,6 +33,9 @@ pub fn run(cli: &Cli) -> Result<Outcome, RunError> {
         if let Some(path) = &dump.flamegraph {
             flamegraph::check_path(path)?;
         }
+        if let Some(path) = &dump.html {
+            crate::html::check_path(path)?;
+        }
         Ok(opts)
     };
     match &cli.command {

@@ -3,7 +3,6 @@
 //! same as `--format folded` prints), every box as wide as the ranks whose
 //! stacks pass through it.
 
-use std::io::Write;
 use std::path::Path;
 
 use mpiq::render::folded;
@@ -11,15 +10,7 @@ use mpiq::DumpOptions;
 
 use crate::report::Report;
 
-/// Why the flame graph could not be written.
-#[derive(Debug, thiserror::Error)]
-#[error("--flamegraph: cannot write {path}: {why}")]
-pub struct FlamegraphError {
-    /// The SVG file.
-    pub path: String,
-    /// What failed.
-    pub why: String,
-}
+pub use crate::outfile::OutputFileError as FlamegraphError;
 
 /// The job's name in the title: the executables' base names (the first
 /// three distinct ones), or "MPI job".
@@ -69,37 +60,18 @@ pub fn svg(report: &Report, opts: &DumpOptions) -> std::io::Result<Vec<u8>> {
 
 /// Draws the flame graph into `path`.
 pub fn write(report: &Report, opts: &DumpOptions, path: &Path) -> Result<(), FlamegraphError> {
-    let failed = |why: String| FlamegraphError {
+    let bytes = svg(report, opts).map_err(|e| FlamegraphError {
+        option: "--flamegraph",
         path: path.display().to_string(),
-        why,
-    };
-    let bytes = svg(report, opts).map_err(|e| failed(e.to_string()))?;
-    let mut f = std::fs::File::create(path).map_err(|e| failed(e.to_string()))?;
-    f.write_all(&bytes)
-        .and_then(|()| f.flush())
-        .map_err(|e| failed(e.to_string()))
+        why: e.to_string(),
+    })?;
+    crate::outfile::write("--flamegraph", path, &bytes)
 }
 
 /// Checks, before any process is stopped, that `path` can be a file: its
 /// directory exists (a typo should not cost the job's report).
 pub fn check_path(path: &Path) -> Result<(), FlamegraphError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if path.is_dir() {
-        return Err(FlamegraphError {
-            path: path.display().to_string(),
-            why: "it is a directory".into(),
-        });
-    }
-    if !dir.is_dir() {
-        return Err(FlamegraphError {
-            path: path.display().to_string(),
-            why: format!("no directory {}", dir.display()),
-        });
-    }
-    Ok(())
+    crate::outfile::check_path("--flamegraph", path)
 }
 
 #[cfg(test)]

@@ -441,6 +441,7 @@ fn hung(
         args,
         preload,
         hung_found,
+        true,
     );
     let _ = writeln!(
         text,
@@ -503,7 +504,7 @@ fn suspected_report(
             None => String::new(),
         }
     );
-    report_into(&mut text, Ok((starter, report)), tees, args, preload, false);
+    report_into(&mut text, Ok((starter, report)), tees, args, preload, false, false);
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
     if let Some(dir) = &args.report {
         if let Err(e) = std::fs::write(dir.join("report.txt"), &text) {
@@ -515,8 +516,10 @@ fn suspected_report(
 
 /// The report on the job after `text`'s first lines: the starter, the
 /// verdict and the whole report (into `text`), and with --report DIR its
-/// files (report.json, waits.dot, waits.svg; report.txt is `text`, written
-/// by the caller).
+/// files (report.json, report.html, waits.dot, waits.svg; report.txt is
+/// `text`, written by the caller). `ended`: the job is being ended (else
+/// it is left running, suspected).
+#[allow(clippy::too_many_arguments)]
 fn report_into(
     text: &mut String,
     analysis: Result<(&Starter, &Report), &AnalyseError>,
@@ -524,6 +527,7 @@ fn report_into(
     args: &RunArgs,
     preload: Option<&Preload>,
     hung_found: bool,
+    ended: bool,
 ) {
     let opts = text_options();
     match analysis {
@@ -557,6 +561,14 @@ fn report_into(
             json_opts.format = Format::Json;
             let json = report::render(report, OutputFormat::Json, &json_opts);
             save(dir, "report.json", &json, &mut written, &mut problems);
+            let exit = ended.then_some((EXIT_HUNG, "the job was ended as hung, after this report"));
+            let page = mpiq::render::html::page(&mpiq::render::html::Page {
+                title: &crate::flamegraph::title(report),
+                report_json: &json,
+                text: text.as_str(),
+                exit,
+            });
+            save(dir, "report.html", &page, &mut written, &mut problems);
             if let Some(dot) = report.graph_dot(&opts) {
                 save(dir, "waits.dot", &dot, &mut written, &mut problems);
                 match report::write_svg(&dot, &dir.join("waits.svg")) {

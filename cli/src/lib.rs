@@ -38,6 +38,8 @@ pub mod flamegraph;
 /// Where gdb's `mpiq.py` and lldb's plugin are, for the commands that open
 /// one rank of each group in a debugger.
 pub mod handoff;
+/// `--html FILE`: the report as one self-contained web page.
+pub mod html;
 /// A process image: objects in search order; symbol and type lookups.
 pub mod image;
 /// The interrupt flag: raised on SIGINT/SIGTERM, read by every reader.
@@ -56,6 +58,8 @@ pub mod mapped;
 pub mod maps;
 /// Reading a live process's memory.
 pub mod memory;
+/// The files written beside a command's output, and their error.
+pub mod outfile;
 /// The ranks of a job from its launcher's PMIx server (Open MPI 5's
 /// prterun), through the PMIx tool interface in a helper process.
 pub mod pmix;

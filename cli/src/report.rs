@@ -30,6 +30,16 @@ pub fn exit_code(verdict: Option<Verdict>) -> u8 {
     }
 }
 
+/// What [`exit_code`] of `verdict` means, in words for a person.
+pub fn exit_meaning(verdict: Option<Verdict>) -> &'static str {
+    match verdict {
+        None => "no cross-rank analysis was made",
+        Some(Verdict::NoDeadlock) => "no deadlock: every waiting rank is served or can still progress",
+        Some(Verdict::Deadlock) => "a deadlock was found",
+        Some(Verdict::Unknown) => "the analysis could not decide; the report says what is missing",
+    }
+}
+
 /// The output in `format`: text and JSON as the bridge renders the report
 /// (`opts` filters the snapshot's communicators and queues, never the
 /// analysis, which is about the whole job; `opts.format` is JSON when

@@ -15,10 +15,10 @@ use mpiq::{DumpError, DumpOptions, ProcessSnapshot, Snapshot, Target, TargetErro
 
 use crate::args::{DumpArgs, OutputFormat};
 use crate::core::{CoreError, CoreProcess};
-use crate::flamegraph::FlamegraphError;
 use crate::handoff::Reopen;
 use crate::job::JobError;
 use crate::live::{LiveError, LiveProcess};
+use crate::outfile::OutputFileError;
 use crate::process::Process;
 use crate::report::{self, Report, Samples, SvgError};
 
@@ -91,9 +91,9 @@ pub enum RunError {
     /// `--svg FILE` could not be written.
     #[error(transparent)]
     Svg(#[from] SvgError),
-    /// `--flamegraph FILE` could not be written.
+    /// `--flamegraph FILE` or `--html FILE` could not be written.
     #[error(transparent)]
-    Flamegraph(#[from] FlamegraphError),
+    OutputFile(#[from] OutputFileError),
 }
 
 impl RunError {
@@ -531,8 +531,8 @@ fn add_whole(snapshot: &mut Snapshot, whole: Vec<ProcessSnapshot>) {
     }
 }
 
-/// Analyses (when the command calls for it), renders, writes `--svg` and
-/// `--flamegraph`. Once per process: the report is never freed (the
+/// Analyses (when the command calls for it), renders, writes `--svg`,
+/// `--flamegraph` and `--html`. Once per process: the report is never freed (the
 /// process ends with the command). With `fetch` (other nodes sent
 /// compact records), the ranks the output shows whole are fetched after
 /// the analysis ([`Details::fetch`]).
@@ -591,7 +591,15 @@ pub fn finish(
         crate::flamegraph::write(&report, opts, path)?;
     }
     let shown = matches!(format, OutputFormat::Text | OutputFormat::Json) && report.analysis.is_some();
-    let handoff = shown.then(|| reopen.handoff(&report.snapshot)).flatten();
+    let handoff = (shown || (dump.html.is_some() && report.analysis.is_some()))
+        .then(|| reopen.handoff(&report.snapshot))
+        .flatten();
+    if let Some(path) = &dump.html {
+        let verdict = report.verdict();
+        let exit = (report::exit_code(verdict), report::exit_meaning(verdict));
+        crate::html::write(&report, opts, handoff.as_ref(), Some(exit), path)?;
+    }
+    let handoff = if shown { handoff } else { None };
     let outcome = Outcome {
         stdout: report::render_with(&report, format, opts, handoff.as_ref()),
         verdict: report.verdict(),

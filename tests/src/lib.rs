@@ -20,6 +20,8 @@
 //! The MPIs come from `scripts/testbed` (under `$MPIQ_TESTBED`, default
 //! `~/.cache/mpiq/testbed`); see `tests/README.md` for what each test needs.
 
+/// Opening mpiq's report page in Debian's Chromium through Playwright.
+pub mod browser;
 /// The example programs, their per-MPI support and building them.
 pub mod corpus;
 pub mod example;

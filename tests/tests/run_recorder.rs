@@ -24,6 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use mpiq_tests::browser::{self, Actions};
 use mpiq_tests::expect::{assert_deadlock_ring, edges, SKIPPED_COLLECTIVE_NOTE};
 use mpiq_tests::fixtures::WorkDir;
 use mpiq_tests::frontends::cli_command;
@@ -176,8 +177,9 @@ fn cached_copy(cache: &Path) -> PathBuf {
 }
 
 /// The deadlock example under `mpiq run` on `mpi`'s starter: every rank recorded (the recorder
-/// of `abi`); then with `--no-recorder`, none.
-fn recorded_by_default(mpi: Mpi, abi: &str) {
+/// of `abi`); then with `--no-recorder`, none. With `page`, the report's report.html is opened
+/// in Chromium too ([`recorder_page`]).
+fn recorded_by_default(mpi: Mpi, abi: &str, page: Option<&str>) {
     gdb::require_ptrace();
     let dir = WorkDir::new(&format!("run-recorder-{}", mpi.name()));
     let cache = dir.path("cache");
@@ -199,6 +201,9 @@ fn recorded_by_default(mpi: Mpi, abi: &str) {
     // keeps (where its debug library does): the cycle, with peers and tags.
     assert_deadlock_ring(&v, RANKS as i64, &what);
     assert!(!r.stderr.contains(MISSING), "{what}: {}", r.all());
+    if let Some(name) = page {
+        recorder_page(&report.join("report.html"), name, &what);
+    }
     let lib = cached_copy(&cache);
     assert!(
         r.stderr.contains(&format!(
@@ -226,29 +231,66 @@ fn recorded_by_default(mpi: Mpi, abi: &str) {
     assert!(!r.stderr.contains("flight recorder"), "{what}: {}", r.all());
 }
 
+/// `mpiq run`'s report.html of the deadlock example, in Chromium: the verdict and what mpiq
+/// run's exit status means on top, the cycle drawn, and the flight recorder's last calls of
+/// every rank on one time line, each rank still in its `MPI_Wait` (a bar still open at the
+/// stop) with its receive pending; rank 2's detail lists its last calls.
+fn recorder_page(page: &Path, name: &str, what: &str) {
+    let b = browser::open(
+        page,
+        name,
+        &Actions {
+            open: &[],
+            rank: Some(2),
+            search: None,
+        },
+    );
+    assert_eq!(browser::text(&b, "verdict"), "DEADLOCK", "{what}: {b:#}");
+    assert!(
+        browser::text(&b, "exit").contains("exit status: 124 (the job was ended as hung"),
+        "{what}: {b:#}"
+    );
+    assert_eq!(b["graph"]["on_cycle"], serde_json::json!([0, 1, 2]), "{what}: {b:#}");
+    let t = &b["timeline"];
+    assert_eq!(t["hidden"], false, "{what}: {b:#}");
+    assert_eq!(t["rows"], serde_json::json!([0, 1, 2]), "{what}: {t:#}");
+    assert_eq!(
+        t["open_calls"],
+        serde_json::json!([[0, "MPI_Wait"], [1, "MPI_Wait"], [2, "MPI_Wait"]]),
+        "{what}: {t:#}"
+    );
+    assert_eq!(t["pending"], 3, "{what}: {t:#}");
+    let detail = browser::text(&b, "rank_detail");
+    assert!(detail.contains("Last MPI calls (flight recorder"), "{what}: {detail}");
+    assert!(
+        detail.contains("MPI_Irecv") && detail.contains("still in it"),
+        "{what}: {detail}"
+    );
+}
+
 #[test]
 fn debians_open_mpi_is_recorded_by_default() {
-    recorded_by_default(Mpi::DebianOpenMpi, "open_mpi");
+    recorded_by_default(Mpi::DebianOpenMpi, "open_mpi", Some("run-recorder-debian-openmpi"));
 }
 
 #[test]
 fn pypis_mpich_is_recorded_by_default() {
-    recorded_by_default(Mpi::PypiMpich, "mpich");
+    recorded_by_default(Mpi::PypiMpich, "mpich", None);
 }
 
 #[test]
 fn the_test_beds_open_mpi_is_recorded_by_default() {
-    recorded_by_default(Mpi::OpenMpi, "open_mpi");
+    recorded_by_default(Mpi::OpenMpi, "open_mpi", None);
 }
 
 #[test]
 fn the_test_beds_open_mpi_5_is_recorded_by_default() {
-    recorded_by_default(Mpi::OpenMpi5, "open_mpi");
+    recorded_by_default(Mpi::OpenMpi5, "open_mpi", None);
 }
 
 #[test]
 fn the_test_beds_mpich_is_recorded_by_default() {
-    recorded_by_default(Mpi::Mpich, "mpich");
+    recorded_by_default(Mpi::Mpich, "mpich", None);
 }
 
 /// examples/collective_skip.c (4 ranks: 0-2 in their 42nd MPI_Allreduce, rank 3 skipped it and

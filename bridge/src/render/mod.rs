@@ -1,13 +1,15 @@
 //! The one text renderer and the JSON writer, shared by every front end;
 //! [`report`]: a snapshot with its cross-rank analysis; [`tree`]: every
 //! rank's stacks merged (text, JSON, graphviz); [`folded`]: the merged
-//! stacks as flame graph input; [`handoff`]: the commands that open one
+//! stacks as flame graph input; [`html`]: the report as one self-contained
+//! web page; [`handoff`]: the commands that open one
 //! rank of each group of the merged stacks in gdb or lldb.
 
 use std::fmt::Write;
 
 pub mod folded;
 pub mod handoff;
+pub mod html;
 pub mod recorder;
 pub mod report;
 mod stacks;
