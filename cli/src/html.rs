@@ -1,7 +1,7 @@
 //! `--html FILE` (and `report.html` of `mpiq run --report DIR`): the
 //! report as one self-contained web page ([`mpiq::render::html`]), made
-//! from the same report as the text and the JSON: its JSON rendering and
-//! its text are embedded, with the exit status and what it means.
+//! from the same report as the text and the JSON: its facts and its text
+//! are embedded, with the exit status and what it means.
 
 use std::path::Path;
 
@@ -11,23 +11,24 @@ use mpiq::{DumpOptions, Format};
 use crate::outfile::{self, OutputFileError};
 use crate::report::Report;
 
-/// The page of `report`: its JSON and its text as `opts` render them
+/// The page of `report`: its facts and its text as `opts` render them
 /// (whatever `--format` the command printed), and `exit`, the command's
 /// exit status with its meaning.
 pub fn page(report: &Report, opts: &DumpOptions, handoff: Option<&Handoff>, exit: Option<(u8, &str)>) -> String {
-    let mut json_opts = opts.clone();
-    json_opts.format = Format::Json;
-    let json = report.render_with(&json_opts, handoff);
     let mut text_opts = opts.clone();
     text_opts.format = Format::Text;
     let text = report.render_with(&text_opts, handoff);
     let title = crate::flamegraph::title(report);
-    mpiq::render::html::page(&mpiq::render::html::Page {
-        title: &title,
-        report_json: &json,
-        text: &text,
-        exit,
-    })
+    mpiq::render::html::page(
+        report,
+        opts,
+        handoff,
+        &mpiq::render::html::Page {
+            title: &title,
+            text: &text,
+            exit,
+        },
+    )
 }
 
 /// Writes the page of `report` into `path`.

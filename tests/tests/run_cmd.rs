@@ -150,11 +150,23 @@ fn assert_deadlock_report(r: &Run, dir: &Path, why: &str, svg: bool) {
         "report.txt is not what stderr said:\n{text}\n{r}"
     );
     let files = if svg {
-        "report.json, waits.dot, waits.svg, job-output.txt"
+        "report.json, report.html, waits.dot, waits.svg, job-output.txt"
     } else {
-        "report.json, waits.dot, job-output.txt"
+        "report.json, report.html, waits.dot, job-output.txt"
     };
     assert!(text.contains(why) && text.contains(files), "{text}");
+    // The page: the same verdict, its data embedded (opened in a browser
+    // by html.rs and run_recorder.rs).
+    let page = read(dir, "report.html");
+    assert!(
+        page.starts_with("<!DOCTYPE html>"),
+        "report.html: {}",
+        &page[..page.len().min(200)]
+    );
+    assert!(
+        page.contains("\"verdict\":\"deadlock\"") && page.contains("\"cycles\":[[0,1,2]]"),
+        "report.html has not the analysis"
+    );
     let json: Value = serde_json::from_str(&read(dir, "report.json")).expect("report.json is JSON");
     assert_eq!(json["schema"], "mpiq.snapshot/2");
     assert_eq!(json["processes"].as_array().map(Vec::len), Some(3), "{json:#}");

@@ -5,9 +5,27 @@
 "use strict";
 (function () {
   const DATA = JSON.parse(document.getElementById("mpiq-data").textContent);
-  const R = DATA.report || {};
-  const A = R.analysis || null;
-  const PROCS = R.processes || [];
+  const A = DATA.analysis || null;
+  // The page's compact form (bridge/src/render/html.rs): names, frames and
+  // stacks once, ranks by index into them.
+  const TX = DATA.texts || [], FR = DATA.frames || [], STK = DATA.stacks || [];
+  const tx = function (i) { return i == null ? null : TX[i]; };
+  const frameCache = new Map();
+  function frameOf(i) {
+    let f = frameCache.get(i);
+    if (!f) {
+      const a = FR[i] || [];
+      f = { function: tx(a[0]), object: tx(a[1]), file: tx(a[2]), line: a[3], offset: a[4], inlined: !!a[5], python: !!a[6] };
+      frameCache.set(i, f);
+    }
+    return f;
+  }
+  const PROCS = (DATA.processes || []).map(function (p) {
+    return { world_rank: p.rank, pid: p.pid, node: tx(p.node), executable: tx(p.exe), error: tx(p.error),
+      queues_missing: p.queues_missing || null, stacks_missing: tx(p.stacks_missing), os: p.os || null,
+      threads: p.threads || [], comms: (p.comms || []).map(tx), ops: p.ops || [],
+      unavailable: (p.unavailable || []).map(tx), recorder: p.recorder || null };
+  });
   const byRank = new Map();
   PROCS.forEach(function (p, i) { byRank.set(p.world_rank == null ? "i" + i : p.world_rank, p); });
   const $ = function (id) { return document.getElementById(id); };
@@ -57,7 +75,7 @@
   function rankClass(r) {
     const p = byRank.get(r);
     const os = p && p.os;
-    if (p && p.error && !p.stacks && !(p.communicators || []).length) return "gone";
+    if (p && p.error && !p.threads.length && !p.comms.length) return "gone";
     if (os && (os.state === "Z" || os.state === "X")) return "gone";
     if (os && os.state === "T") return "stopped";
     const w = where.get(r);
@@ -117,10 +135,10 @@
         rankLinks(toRanges(w.ranks), 12), " ", w.text]);
       list.append(li);
     });
-    const meta = [];
-    meta.push(plural(PROCS.length, "process", "processes"));
-    if (R.mpi) meta.push(R.mpi);
-    $("meta").textContent = meta.join(" · ");
+    const nodes = new Set(PROCS.map(function (p) { return p.node; }).filter(function (n) { return n; }));
+    const meta = [plural(PROCS.length, "process", "processes")];
+    if (nodes.size) meta.push(plural(nodes.size, "node", "nodes"));
+    $("meta").textContent = meta.join(" on ");
   }
 
   // ---- the wait-for graph, drawn here from the analysis's edges (or, when
@@ -211,8 +229,10 @@
     const words = [plural(all, "rank", "ranks") + ", " + plural(drawnEdges, "wait", "waits") + " drawn"];
     if (cycles.length) words.push(plural(cycles.length, "cycle", "cycles") + " in red (" + plural(cycleDrawn, "edge", "edges") + ")");
     if (waitedRanks.size) words.push("ranks waited on ringed in amber");
-    if (all > n) words.push((all - n) + " more ranks not drawn (every edge is in the JSON below)");
+    if (all > n) words.push((all - n) + " more ranks not drawn (in the facts below)");
     if (edges.length && edges[0].inferred) words.push("dashed: from the stacks, not from queues");
+    const cut = A && A.page_cut && A.page_cut.edges;
+    if (cut) words.push("the page keeps " + cut.kept + " of the " + cut.of + " waits (every one of a cycle; --format json has them all)");
     box.append(el("p", { cls: "note", id: "graph-note", text: words.join("; ") + ". Click a rank to open it." }));
   }
 
@@ -220,7 +240,7 @@
   // children are made when a node is first opened (16,000 ranks stay quick).
   const treeNodes = [];
   function drawTree() {
-    const t = R.stack_tree;
+    const t = DATA.stack_tree;
     const box = $("tree");
     if (!t || !t.ranks || !t.ranks.length) {
       box.append(el("p", { cls: "note", text: "No call stacks were read." }));
@@ -313,11 +333,6 @@
     }
     return ul;
   }
-  function peerText(op) {
-    if (op.any_source) return "ANY_SOURCE";
-    const p = op.peer || {};
-    return p.local == null ? "?" : p.world != null && p.world !== p.local ? p.local + " (world " + p.world + ")" : String(p.local);
-  }
   function showRank(r, quiet) {
     const box = $("rank");
     box.textContent = "";
@@ -333,16 +348,16 @@
       facts.push(["CPU time", p.os.cpu_ms + " ms"]);
     }
     if (p.error) facts.push([p.queues_missing ? "queues not read" : "not read", p.error]);
-    else if (p.queues_missing) facts.push(["queues not read", String(p.queues_missing.reason || "").replace(/_/g, " ")]);
+    else if (p.queues_missing) facts.push(["queues not read", String(p.queues_missing).replace(/_/g, " ")]);
     const tb = el("table");
     facts.forEach(function (f) { if (f[1] != null && f[1] !== "") tb.append(el("tr", null, [el("th", { text: f[0] }), el("td", { cls: "mono", text: String(f[1]) })])); });
     box.append(tb);
-    const st = p.stacks;
-    if (st && st.threads && st.threads.length) {
+    if (p.threads.length) {
       box.append(el("h4", { text: "Stacks (innermost first; the MPI's and the system's frames folded)" }));
-      st.threads.forEach(function (t) {
-        const head = "thread " + t.tid + (t.name ? " (" + t.name + ")" : "") + (t.note ? ": " + t.note : "");
-        const frames = t.frames || [];
+      p.threads.forEach(function (th) {
+        const tid = th[0], name = tx(th[2]), note = tx(th[3]);
+        const head = "thread " + tid + (name ? " (" + name + ")" : "") + (note ? ": " + note : "");
+        const frames = (STK[th[1]] || []).map(frameOf);
         if (frames.length && !frames.some(function (f) { return frameKind(f) === "app"; })) {
           // A thread of the MPI's or the system's only (a progress thread): folded whole.
           const d = el("details", { cls: "service" }, [el("summary", { cls: "note", text: head + ": a thread of the MPI or the system, " + plural(frames.length, "frame", "frames") })]);
@@ -353,31 +368,22 @@
         box.append(el("div", { cls: "note", text: head }));
         box.append(framesList(frames));
       });
-    } else if (st && st.missing) box.append(el("p", { cls: "note", text: "No stacks: " + st.missing }));
+    } else if (p.stacks_missing) box.append(el("p", { cls: "note", text: "No stacks: " + p.stacks_missing }));
     const qt = el("table", null, [el("tr", null, ["communicator", "queue", "peer", "tag", "bytes", "status"].map(function (h) { return el("th", { text: h }); }))]);
-    let ops = 0;
-    const unavailable = [];
-    (p.communicators || []).forEach(function (cm) {
-      const q = cm.queues || {};
-      ["sends", "receives", "unexpected"].forEach(function (k) {
-        const queue = q[k];
-        if (!queue) return;
-        if (queue.available === false && k !== "unexpected") unavailable.push(cm.name + " " + k + ": " + (queue.reason || "not available"));
-        (queue.operations || []).forEach(function (op) {
-          ops++;
-          qt.append(el("tr", null, [cm.name || cm.id, k, peerText(op), op.any_tag ? "ANY_TAG" : op.tag, op.length, op.status].map(function (v) { return el("td", { text: v == null ? "" : String(v) }); })));
-        });
-      });
+    p.ops.forEach(function (o) {
+      // [communicator, queue, peer local, peer world, any source, tag, any tag, length, status]
+      const peer = o[4] ? "ANY_SOURCE" : o[2] == null ? "?" : o[3] != null && o[3] !== o[2] ? o[2] + " (world " + o[3] + ")" : String(o[2]);
+      qt.append(el("tr", null, [tx(o[0]), o[1], peer, o[6] ? "ANY_TAG" : o[5], o[7], o[8]].map(function (v) { return el("td", { text: v == null ? "" : String(v) }); })));
     });
     box.append(el("h4", { text: "Message queues" }));
-    if (ops) box.append(qt);
-    else box.append(el("p", { cls: "note", text: (p.communicators || []).length ? "No pending operation in " + plural(p.communicators.length, "communicator", "communicators") + "." : "Queues not read." }));
-    unavailable.slice(0, 4).forEach(function (u) { box.append(el("p", { cls: "note", text: u })); });
+    if (p.ops.length) box.append(qt);
+    else box.append(el("p", { cls: "note", text: p.comms.length ? "No pending operation in " + plural(p.comms.length, "communicator", "communicators") + "." : "Queues not read." }));
+    p.unavailable.slice(0, 4).forEach(function (u) { box.append(el("p", { cls: "note", text: u })); });
     const rec = p.recorder;
     if (rec) {
-      box.append(el("h4", { text: "Last MPI calls (flight recorder, " + rec.calls_started + " since MPI_Init)" }));
+      box.append(el("h4", { text: "Last MPI calls (flight recorder: the last " + rec.calls.length + " of " + rec.calls_started + ")" }));
       const ct = el("table", null, [el("tr", null, ["#", "call", "communicator", "peer", "tag", "took"].map(function (h) { return el("th", { text: h }); }))]);
-      rec.calls.slice(-16).forEach(function (k) {
+      rec.calls.forEach(function (k) {
         ct.append(el("tr", null, [k.seq, cName(k.call) + (k.collective_seq != null ? " #" + k.collective_seq : ""), commName(rec, k.comm), k.peer, k.tag, k.end_ns ? ((k.end_ns - k.start_ns) / 1e6).toFixed(3) + " ms" : "still in it"].map(function (v) { return el("td", { text: v == null ? "" : String(v) }); })));
       });
       box.append(ct);
@@ -505,7 +511,7 @@
       const here = path.concat([n]);
       if ((n.label || "").toLowerCase().includes(needle) || (n.location || "").toLowerCase().includes(needle)) hits.push(here);
       (n.children || []).forEach(function (k) { walk(k, here); });
-    })(R.stack_tree || { children: [] }, []);
+    })(DATA.stack_tree || { children: [] }, []);
     hits.slice(0, 50).forEach(function (path) {
       let lis = document.querySelectorAll("#tree ul.tree > li");
       let li = null;
@@ -519,7 +525,7 @@
     // Communicators: ranks with one of that name or id.
     const comm = [];
     PROCS.forEach(function (p) {
-      if ((p.communicators || []).some(function (c) { return (c.name || "").toLowerCase().includes(needle) || String(c.id).toLowerCase() === needle; })) comm.push(p.world_rank);
+      if (p.comms.some(function (c) { return (c || "").toLowerCase().includes(needle); })) comm.push(p.world_rank);
     });
     out.textContent = "";
     out.append(plural(hits.length, "stack frame", "stack frames") + " match" + (hits.length ? " (highlighted in the tree)" : ""));
@@ -531,7 +537,7 @@
   function drawRaw() {
     const d = $("raw-json");
     d.addEventListener("toggle", function () {
-      if (d.open && !d._done) { d._done = true; d.querySelector("pre").textContent = JSON.stringify(R, null, 1); }
+      if (d.open && !d._done) { d._done = true; d.querySelector("pre").textContent = JSON.stringify(DATA, null, 1); }
     });
     $("text-report").textContent = DATA.text || "";
   }
