@@ -65,12 +65,34 @@ impl Piece {
 
     /// The compressed bytes: ended by a sync flush (byte-aligned, in a
     /// block that is not the last), or final.
+    ///
+    /// One sync flush is not always all of it: miniz_oxide, flate2's
+    /// backend, can stop short of the end of a flush whose output did not
+    /// fit its buffer, the sync marker (an empty stored block, `00 00 FF
+    /// FF`) left out (miniz_oxide#105; fastly/pushpin#48307), and the next
+    /// piece then follows a block cut in the middle: CI's `watch_mpich`
+    /// read its session recording back as "corrupt deflate stream". So it
+    /// flushes again until a flush adds only another empty stored block
+    /// (5 bytes at most, harmless) and the output ends with the marker.
     fn finish(mut self, last: bool) -> std::io::Result<(Vec<u8>, crc32fast::Hasher, u64)> {
         if last {
             return Ok((self.enc.finish()?, self.crc, self.len));
         }
+        const MARKER: [u8; 4] = [0, 0, 0xff, 0xff];
+        let mut flushes = 0;
+        loop {
+            let before = self.enc.get_ref().len();
+            self.enc.flush()?;
+            flushes += 1;
+            let out = self.enc.get_ref();
+            if flushes >= 2 && out.len() - before <= 5 && out.ends_with(&MARKER) {
+                break;
+            }
+            if flushes > 64 {
+                return Err(std::io::Error::other("the compressor did not finish its sync flush"));
+            }
+        }
         // What dropping the encoder adds after the flush goes nowhere.
-        self.enc.flush()?;
         Ok((std::mem::take(self.enc.get_mut()), self.crc, self.len))
     }
 }
@@ -271,5 +293,57 @@ mod tests {
         let all = RecordedSample::all_of(serde_json::from_str(&text).unwrap());
         assert_eq!((all.len(), all[0].time_ms), (1, 0));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Pieces of every size around the compressor's buffers, of text that
+    /// compresses badly (as the hex of memory reads does not, but a sample's
+    /// mix can), each ended by [`Piece::finish`]: their concatenation, the
+    /// last final, is one deflate stream that decodes to the whole text.
+    #[test]
+    fn pieces_of_any_size_make_one_stream() {
+        use std::io::Read;
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut stream = Vec::new();
+        let mut text = Vec::new();
+        let sizes = [
+            0usize,
+            1,
+            5,
+            1000,
+            32_767,
+            32_768,
+            32_769,
+            65_536,
+            100_000,
+            262_145,
+            1 << 20,
+        ];
+        for (i, &n) in sizes.iter().enumerate() {
+            const ALPHA: &[u8] = b"0123456789abcdef\"{},:";
+            let part: Vec<u8> = (0..n).map(|_| ALPHA[(next() % ALPHA.len() as u64) as usize]).collect();
+            let mut p = Piece::new();
+            p.write_all(&part).unwrap();
+            let (bytes, _, len) = p.finish(i + 1 == sizes.len()).unwrap();
+            assert_eq!(len as usize, n);
+            if i + 1 < sizes.len() {
+                assert!(
+                    bytes.ends_with(&[0, 0, 0xff, 0xff]),
+                    "piece {i} ({n} bytes) ends without the marker"
+                );
+            }
+            stream.extend_from_slice(&bytes);
+            text.extend_from_slice(&part);
+        }
+        let mut back = Vec::new();
+        flate2::read::DeflateDecoder::new(&stream[..])
+            .read_to_end(&mut back)
+            .unwrap();
+        assert!(back == text, "{} bytes back of {}", back.len(), text.len());
     }
 }
