@@ -18,6 +18,18 @@ pub fn page(report: &Report, opts: &DumpOptions, handoff: Option<&Handoff>, exit
     let mut text_opts = opts.clone();
     text_opts.format = Format::Text;
     let text = report.render_with(&text_opts, handoff);
+    page_with_text(report, opts, handoff, &text, exit)
+}
+
+/// The page of `report` with `text` as its text report (`mpiq run`'s,
+/// which says more than the report), titled as the flame graph is.
+pub fn page_with_text(
+    report: &Report,
+    opts: &DumpOptions,
+    handoff: Option<&Handoff>,
+    text: &str,
+    exit: Option<(u8, &str)>,
+) -> String {
     let title = crate::flamegraph::title(report);
     mpiq::render::html::page(
         report,
@@ -25,7 +37,7 @@ pub fn page(report: &Report, opts: &DumpOptions, handoff: Option<&Handoff>, exit
         handoff,
         &mpiq::render::html::Page {
             title: &title,
-            text: &text,
+            text,
             exit,
         },
     )

@@ -562,16 +562,7 @@ fn report_into(
             let json = report::render(report, OutputFormat::Json, &json_opts);
             save(dir, "report.json", &json, &mut written, &mut problems);
             let exit = ended.then_some((EXIT_HUNG, "the job was ended as hung, after this report"));
-            let page = mpiq::render::html::page(
-                report,
-                &opts,
-                None,
-                &mpiq::render::html::Page {
-                    title: &crate::flamegraph::title(report),
-                    text: text.as_str(),
-                    exit,
-                },
-            );
+            let page = crate::html::page_with_text(report, &opts, None, text.as_str(), exit);
             save(dir, "report.html", &page, &mut written, &mut problems);
             if let Some(dot) = report.graph_dot(&opts) {
                 save(dir, "waits.dot", &dot, &mut written, &mut problems);

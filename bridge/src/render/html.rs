@@ -379,6 +379,11 @@ mod tests {
         })
     }
 
+    /// A page titled `title`, with `text` and `exit`.
+    fn page_of<'a>(title: &'a str, text: &'a str, exit: Option<(u8, &'a str)>) -> Page<'a> {
+        Page { title, text, exit }
+    }
+
     /// The `<script type="application/json">` element's content.
     fn embedded(html: &str) -> &str {
         let start = html.find("id=\"mpiq-data\">").expect("the data element") + "id=\"mpiq-data\">".len();
@@ -393,11 +398,11 @@ mod tests {
             &r,
             &DumpOptions::default(),
             None,
-            &Page {
-                title: "x & y: <3 ranks>",
-                text: "verdict: DEADLOCK </script>",
-                exit: Some((3, "a deadlock was found")),
-            },
+            &page_of(
+                "x & y: <3 ranks>",
+                "verdict: DEADLOCK </script>",
+                Some((3, "a deadlock was found")),
+            ),
         );
         assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
         for m in ["@CSS@", "@JS@", "@TITLE@", "@DATA@", "@VERSION@"] {
@@ -442,16 +447,7 @@ mod tests {
     #[test]
     fn ranks_at_one_place_share_their_stack_and_names() {
         let r = report();
-        let v = data(
-            &r,
-            &DumpOptions::default(),
-            None,
-            &Page {
-                title: "t",
-                text: "",
-                exit: None,
-            },
-        );
+        let v = data(&r, &DumpOptions::default(), None, &page_of("t", "", None));
         let procs = v["processes"].as_array().unwrap();
         assert_eq!(procs.len(), 3);
         // One stack of two frames, one executable, for all three.

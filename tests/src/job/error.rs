@@ -146,7 +146,7 @@ mod tests {
         // CI, Open MPI 4.1.4 under srun: rank 3 crashed at address 0 in start-up, its peer's
         // blocking receive on the TCP BTL was reset.
         let race = "[vm:00757] *** Process received signal ***\n[vm:00757] Signal: Segmentation fault (11)\n\
-            [vm][[36290,20235],1][/root/.cache/mpiq/testbed/src/openmpi-4.1.4/opal/mca/btl/tcp/btl_tcp.c:559:mca_btl_tcp_recv_blocking] recv(18) failed: Connection reset by peer (104)\n\
+            [vm][[36290,20235],1][/build/openmpi-4.1.4/opal/mca/btl/tcp/btl_tcp.c:559:mca_btl_tcp_recv_blocking] recv(18) failed: Connection reset by peer (104)\n\
             srun: error: n4: task 3: Segmentation fault";
         assert!(exited(race).open_mpi_tcp_connect_failed());
         // Once a rank was ready, the job is past its start-up: not the race.
