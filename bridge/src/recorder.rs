@@ -12,14 +12,15 @@
 use crate::snapshot::recorder::{RecordedArgs, RecordedCall, RecordedComm, RecordedRequest, Recording};
 use crate::target::{ByteOrder, Target, TargetError};
 
+use layout::*;
+
+/// The sizes and offsets of the header's structs.
+mod layout;
+
 /// The symbol the recorder's header is at.
 pub const SYMBOL: &str = "mpiq_recorder";
 
 const MAGIC: &[u8; 8] = b"MPIQREC\0";
-const HEADER_LEN: usize = 120;
-const CALL_LEN: usize = 88;
-const PENDING_LEN: usize = 80;
-const COMM_LEN: usize = 32;
 /// Largest table this reader reads (records): a header asking for more is
 /// not a recorder's.
 const MOST_RECORDS: u32 = 1 << 20;
@@ -72,40 +73,44 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
             "no magic (another object's symbol?)".into()
         }));
     }
-    let version = h.u32(8);
+    let version = h.u32(H_VERSION);
     if version != 1 {
         return Err(bad(format!(
             "layout version {version}; this mpiq reads version 1 (use the mpiq that came with the recorder)"
         )));
     }
-    let table = |off: usize, min: usize| -> Result<(u64, usize, usize), RecorderError> {
-        let (offset, n, size) = (h.u32(off), h.u32(off + 4), h.u32(off + 8) as usize);
+    let table = |[off, n, size]: [usize; 3], min: usize| -> Result<(u64, usize, usize), RecorderError> {
+        let (offset, n, size) = (h.u32(off), h.u32(n), h.u32(size) as usize);
         if n > MOST_RECORDS || size < min {
             return Err(bad(format!("a table of {n} records of {size} bytes")));
         }
         Ok((addr + u64::from(offset), n as usize, size))
     };
-    let (calls_at, ncalls, call_size) = table(72, CALL_LEN)?;
-    let (pending_at, npending, pending_size) = table(84, PENDING_LEN)?;
-    let (comms_at, ncomms, comm_size) = table(96, COMM_LEN)?;
-    let (ranks_offset, nranks, ranks_used) = (h.u32(108), h.u32(112), h.u32(116));
-    let initialized = h.u32(20) == 1;
+    let (calls_at, ncalls, call_size) = table([H_CALLS_OFFSET, H_NCALLS, H_CALL_SIZE], CALL_LEN)?;
+    let (pending_at, npending, pending_size) = table([H_PENDING_OFFSET, H_NPENDING, H_PENDING_SIZE], PENDING_LEN)?;
+    let (comms_at, ncomms, comm_size) = table([H_COMMS_OFFSET, H_NCOMMS, H_COMM_SIZE], COMM_LEN)?;
+    let (ranks_offset, nranks, ranks_used) = (
+        h.u32(H_WORLD_RANKS_OFFSET),
+        h.u32(H_NWORLD_RANKS),
+        h.u32(H_WORLD_RANKS_USED),
+    );
+    let initialized = h.u32(H_INITIALIZED) == 1;
     let mut rec = Recording {
         version,
-        mpi: match h.u32(16) {
+        mpi: match h.u32(H_FLAVOUR) {
             1 => "open_mpi",
             2 => "mpich",
             _ => "unknown",
         }
         .into(),
         initialized,
-        world_rank: initialized.then(|| i64::from(h.i32(24))),
-        world_size: initialized.then(|| i64::from(h.i32(28))),
-        calls_started: h.u64(48),
-        pending_complete: h.u64(56) == 0,
+        world_rank: initialized.then(|| i64::from(h.i32(H_WORLD_RANK))),
+        world_size: initialized.then(|| i64::from(h.i32(H_WORLD_SIZE))),
+        calls_started: h.u64(H_CALLS_STARTED),
+        pending_complete: h.u64(H_PENDING_DROPPED) == 0,
         ..Recording::default()
     };
-    let comm_world = h.u64(32);
+    let comm_world = h.u64(H_COMM_WORLD);
 
     // The ring: the last min(started, ncalls) records, oldest first.
     let started = rec.calls_started;
@@ -117,7 +122,7 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
         for i in started - kept..started {
             let slot = (i % ncalls as u64) as usize;
             let f = Fields::new(&ring[slot * call_size..(slot + 1) * call_size], order);
-            if f.u64(0) != i + 1 {
+            if f.u64(C_SEQ) != i + 1 {
                 rec.torn += 1;
                 continue;
             }
@@ -132,18 +137,18 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
         for chunk in table.chunks_exact(pending_size) {
             let f = Fields::new(chunk, order);
             // 2: active; 4: a persistent request not started (not pending).
-            if f.u32(0) != 2 {
+            if f.u32(P_STATE) != 2 {
                 continue;
             }
-            let waited_by = f.u64(64);
+            let waited_by = f.u64(P_WAITED_BY);
             rec.pending.push(RecordedRequest {
-                request: hex(f.u64(8)),
-                call: call_name(f.i32(4)).into(),
-                call_seq: f.u64(16),
+                request: hex(f.u64(P_REQUEST)),
+                call: call_name(f.i32(P_CALL)).into(),
+                call_seq: f.u64(P_CALL_SEQ),
                 args: args(&f, ArgsAt::PENDING),
-                start_ns: f.u64(32),
+                start_ns: f.u64(P_START_NS),
                 waited_by: (waited_by != 0).then_some(waited_by),
-                persistent: f.u32(72) & PENDING_PERSISTENT != 0,
+                persistent: f.u32(P_FLAGS) & PENDING_PERSISTENT != 0,
             });
         }
         rec.pending.sort_by_key(|p| p.call_seq);
@@ -161,20 +166,20 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
         let ranks = Fields::new(&ranks, order);
         for chunk in table.chunks_exact(comm_size) {
             let f = Fields::new(chunk, order);
-            if f.u32(0) != 2 {
+            if f.u32(M_STATE) != 2 {
                 continue;
             }
-            let (size, first) = (f.i32(24), f.i32(28));
+            let (size, first) = (f.i32(M_SIZE), f.i32(M_WORLD_FIRST));
             let world_ranks = usize::try_from(first).ok().and_then(|first| {
                 let n = usize::try_from(size).ok()?;
                 (first + n <= used).then(|| (first..first + n).map(|k| i64::from(ranks.i32(k * 4))).collect())
             });
             rec.comms.push(RecordedComm {
-                handle: hex(f.u64(8)),
-                world: f.u64(8) == comm_world,
-                rank: i64::from(f.i32(4)),
+                handle: hex(f.u64(M_HANDLE)),
+                world: f.u64(M_HANDLE) == comm_world,
+                rank: i64::from(f.i32(M_RANK)),
                 size: i64::from(size),
-                collectives: f.u64(16),
+                collectives: f.u64(M_COLLECTIVES),
                 world_ranks,
             });
         }
@@ -186,22 +191,22 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
 
 /// One call record.
 fn call(f: &Fields<'_>) -> RecordedCall {
-    let id = f.i32(48);
+    let id = f.i32(C_CALL);
     let name = call_name(id);
     // The wait and test calls (`mpiq_recorder.h`: 30-37) count requests.
     let waits = (30..=37).contains(&id);
     RecordedCall {
-        requests_active: waits.then(|| i64::from(f.i32(80))),
-        requests_known: waits.then(|| i64::from(f.i32(84))),
-        seq: f.u64(0),
+        requests_active: waits.then(|| i64::from(f.i32(C_REQUESTS_ACTIVE))),
+        requests_known: waits.then(|| i64::from(f.i32(C_REQUESTS_KNOWN))),
+        seq: f.u64(C_SEQ),
         call: name.into(),
         args: args(f, ArgsAt::CALL),
-        source: peer_of(f.i32(72)).0,
-        recv_tag: tag_of(f.i32(76)).0,
-        request: nonzero(f.u64(32)),
-        tid: u64::from(f.u32(68)),
-        start_ns: f.u64(8),
-        end_ns: (f.u64(16) != 0).then(|| f.u64(16)),
+        source: peer_of(f.i32(C_PEER2)).0,
+        recv_tag: tag_of(f.i32(C_TAG2)).0,
+        request: nonzero(f.u64(C_REQUEST)),
+        tid: u64::from(f.u32(C_TID)),
+        start_ns: f.u64(C_START_NS),
+        end_ns: (f.u64(C_END_NS) != 0).then(|| f.u64(C_END_NS)),
     }
 }
 
@@ -217,20 +222,20 @@ struct ArgsAt {
 
 impl ArgsAt {
     const CALL: ArgsAt = ArgsAt {
-        comm: 24,
-        coll_seq: 40,
-        peer: 52,
-        tag: 56,
-        count: 60,
-        type_size: 64,
+        comm: C_COMM,
+        coll_seq: C_COLL_SEQ,
+        peer: C_PEER,
+        tag: C_TAG,
+        count: C_COUNT,
+        type_size: C_TYPE_SIZE,
     };
     const PENDING: ArgsAt = ArgsAt {
-        comm: 24,
-        coll_seq: 40,
-        peer: 48,
-        tag: 52,
-        count: 56,
-        type_size: 60,
+        comm: P_COMM,
+        coll_seq: P_COLL_SEQ,
+        peer: P_PEER,
+        tag: P_TAG,
+        count: P_COUNT,
+        type_size: P_TYPE_SIZE,
     };
 }
 

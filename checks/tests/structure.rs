@@ -56,6 +56,35 @@ fn no_circle_between_the_bridge_files() {
 }
 
 #[test]
+fn no_circle_between_the_files_of_the_other_crates() {
+    let mut circles = Vec::new();
+    for (member, top) in [
+        ("lldb-plugin", "lib.rs"),
+        ("bench", "main.rs"),
+        ("tests", "lib.rs"),
+        ("checks", "lib.rs"),
+    ] {
+        let krate = Crate::read(&root().join(member).join("src"), top);
+        assert!(!krate.files.is_empty(), "{member}/src/{top}: no files read");
+        circles.extend(graph::circles(&krate).into_iter().map(|c| format!("{member}: {c}")));
+    }
+    assert!(circles.is_empty(), "circles between files:\n{}", circles.join("\n"));
+}
+
+#[test]
+fn the_source_folders_named_target_are_checked() {
+    let files = source_files(&root());
+    assert!(
+        files.contains(&root().join("bridge/src/target/read.rs")),
+        "bridge/src/target/ is source and must be checked"
+    );
+    assert!(
+        !files.iter().any(|f| f.starts_with(root().join("target"))),
+        "the workspace's build output is no source"
+    );
+}
+
+#[test]
 fn cli_files_use_only_lower_layers_and_make_no_circle() {
     let layers = graph::layers(&architecture(), "Layers of the CLI")
         .expect("ARCHITECTURE.md has a section 'Layers of the CLI' with its table");
@@ -227,7 +256,7 @@ fn source_files(dir: &Path) -> Vec<PathBuf> {
             let p = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
             if p.is_dir() {
-                if !name.starts_with('.') && name != "target" && name != "node_modules" && name != "__pycache__" {
+                if !name.starts_with('.') && !is_build_output(&p) && name != "node_modules" && name != "__pycache__" {
                     stack.push(p);
                 }
             } else if ["rs", "py", "c", "h", "cc", "cpp", "hpp"]
@@ -240,6 +269,14 @@ fn source_files(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+/// Whether `dir` is build output, not source: the workspace's `target/`,
+/// or any directory cargo marked as a cache (its `CACHEDIR.TAG`). A source
+/// folder that happens to be named `target` (`bridge/src/target/`) is
+/// source.
+fn is_build_output(dir: &Path) -> bool {
+    dir == root().join("target") || dir.join("CACHEDIR.TAG").exists()
 }
 
 /// The Rust files that are test code whole: declared by a test module of

@@ -36,6 +36,10 @@ pub enum JobError {
         /// Why (wrong magic, no proctable, ...).
         reason: String,
     },
+    /// No proctable, and no MPI process runs under the starter yet: it has
+    /// not launched its ranks (start-up), or it is no MPI starter.
+    #[error("process {0} has no MPIR_proctable or MPI2DD_info and no MPI process runs under it: the job has not launched its ranks yet, or it is not an MPI starter (mpirun, mpiexec)")]
+    NotLaunched(u32),
     /// The table is empty (the job has not started its ranks yet).
     #[error("the MPIR_proctable of process {0} is empty: the job has not launched its ranks yet, or this starter fills the table only for a debugger")]
     Empty(u32),

@@ -53,7 +53,14 @@ pub const EXIT_CANNOT_EXECUTE: u8 = 126;
 pub const EXIT_NOT_FOUND: u8 = 127;
 
 /// The files `--report DIR` gets.
-pub const REPORT_FILES: [&str; 5] = ["report.txt", "report.json", "waits.dot", "waits.svg", "job-output.txt"];
+pub const REPORT_FILES: [&str; 6] = [
+    "report.txt",
+    "report.json",
+    "report.html",
+    "waits.dot",
+    "waits.svg",
+    "job-output.txt",
+];
 
 /// How often the job is looked at.
 const POLL: Duration = Duration::from_millis(50);
@@ -755,10 +762,13 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("mpiq-run-unit-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         prepare_dir(&dir.join("a/b")).unwrap();
-        std::fs::write(dir.join("a/b/report.json"), "old").unwrap();
+        for f in ["report.json", "report.html"] {
+            std::fs::write(dir.join("a/b").join(f), "old").unwrap();
+        }
         std::fs::write(dir.join("a/b/mine.txt"), "kept").unwrap();
         prepare_dir(&dir.join("a/b")).unwrap();
         assert!(!dir.join("a/b/report.json").exists());
+        assert!(!dir.join("a/b/report.html").exists());
         assert!(dir.join("a/b/mine.txt").exists());
         std::fs::write(dir.join("file"), "").unwrap();
         assert!(prepare_dir(&dir.join("file")).is_err());

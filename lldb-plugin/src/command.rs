@@ -1,14 +1,11 @@
-//! The commands C++ hands over to Rust: argument handling, target
-//! selection and the dump. Nothing here may unwind into C++ (LLDB is built
-//! without exceptions): every entry point catches panics and turns any
-//! failure into a [`CommandOutput`] error.
-
-use std::panic::{catch_unwind, AssertUnwindSafe};
+//! `mpi queues`: argument handling, target selection and the dump. Its
+//! entry point for C++, which catches panics, is the crate's
+//! [`crate::run_queues`].
 
 use mpiq::options::{options_help, synopsis, DESCRIPTION, DUMP_OPTIONS, TARGETS_ALIASES, TARGETS_NAME};
 use mpiq::{DumpOptions, Target};
 
-use crate::ffi::{CommandOutput, Session, TargetHost};
+use crate::ffi::{Session, TargetHost};
 use crate::target::LldbTarget;
 
 /// Long help of `mpi queues`: the bridge's description and its table's
@@ -29,45 +26,6 @@ Examples:
   mpi queues                      the selected target's queues, as text
   mpi queues --json --targets all every target's queues, as one JSON snapshot
 ";
-
-/// `mpi queues ARGS...`
-pub fn run_queues(session: &Session, args: Vec<String>) -> CommandOutput {
-    guarded(|| queues(session, &args))
-}
-
-/// Long help of `mpi lookup`.
-pub fn lookup_help() -> String {
-    crate::lookup::help()
-}
-
-/// The syntax line of `mpi lookup`.
-pub fn lookup_syntax() -> String {
-    crate::lookup::syntax()
-}
-
-/// `mpi lookup ARGS...`
-pub fn run_lookup(session: &Session, args: Vec<String>) -> CommandOutput {
-    guarded(|| crate::lookup::lookup(session, &args))
-}
-
-/// Runs a command body, turning an error or a panic into a failed output.
-fn guarded(body: impl FnOnce() -> Result<String, String>) -> CommandOutput {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(text)) => CommandOutput { ok: true, text },
-        Ok(Err(text)) => CommandOutput { ok: false, text },
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            CommandOutput {
-                ok: false,
-                text: format!("mpiq: internal error: {what}"),
-            }
-        }
-    }
-}
 
 /// Which LLDB targets a command reads.
 #[derive(Debug, PartialEq, Eq)]
@@ -202,7 +160,8 @@ fn open_selection(session: &Session, selection: &Selection) -> Result<Vec<LldbTa
     Ok(targets)
 }
 
-fn queues(session: &Session, args: &[String]) -> Result<String, String> {
+/// `mpi queues ARGS...`: the text to print, or the error.
+pub fn queues(session: &Session, args: &[String]) -> Result<String, String> {
     let args = parse_args(args)?;
     if args.help {
         return Ok(queues_help());
@@ -271,12 +230,5 @@ mod tests {
         ] {
             assert!(help.contains(opt), "{opt}");
         }
-    }
-
-    #[test]
-    fn panics_become_errors() {
-        let out = guarded(|| panic!("boom"));
-        assert!(!out.ok);
-        assert!(out.text.contains("boom"));
     }
 }

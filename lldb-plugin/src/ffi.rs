@@ -128,4 +128,4 @@ mod bridge {
     }
 }
 
-use crate::command::{lookup_help, lookup_syntax, queues_help, queues_syntax, run_lookup, run_queues};
+use crate::{lookup_help, lookup_syntax, queues_help, queues_syntax, run_lookup, run_queues};

@@ -299,7 +299,7 @@ impl AppJob {
     /// computation (or, with [`Start::OutputNeverCompletes`], rank 0 asleep in
     /// the open), at most 90 s.
     pub fn start(app: App, steps: u64, start: Start) -> AppJob {
-        crate::gdb::require_ptrace();
+        crate::ptrace::require_ptrace();
         let dir = WorkDir::new(&format!("corpus-{app:?}").to_lowercase());
         let (mut cmd, scratch, held) = AppJob::command(app, dir.root(), steps, start);
         let out = fs::File::create(dir.path("output.txt")).expect("the job's output file");

@@ -16,7 +16,7 @@
 //! (`cargo build --workspace [--release]` first; `scripts/test` does).
 //! The drivers that take a pid ([`gdb`], [`gdb_command`], [`lldb`],
 //! [`lldb_interactive`], [`queues`], [`snapshot`]) check first that ptrace
-//! attach is allowed ([`crate::gdb::require_ptrace`]); the `*_on` builders
+//! attach is allowed ([`crate::ptrace::require_ptrace`]); the `*_on` builders
 //! take any target arguments and leave that to the caller.
 
 mod interactive;
@@ -140,7 +140,7 @@ pub fn gdb_command_on<S: AsRef<OsStr>>(target: &[S], commands: &[&str]) -> Comma
 /// The command [`gdb`] runs (attached to `pid`), for tests and benchmarks
 /// that add to it or start it themselves.
 pub fn gdb_command(pid: u32, commands: &[&str]) -> Command {
-    crate::gdb::require_ptrace();
+    crate::ptrace::require_ptrace();
     gdb_command_on(&["-p", &pid.to_string()], commands)
 }
 
@@ -231,7 +231,7 @@ pub fn run_lldb(cmd: Command, timeout: Duration) -> Run {
 /// lldb attached to `pid` (`-p PID`), loading the plugin and then running
 /// `commands`, within [`DEFAULT_TIMEOUT`].
 pub fn lldb(pid: u32, commands: &[&str]) -> Run {
-    crate::gdb::require_ptrace();
+    crate::ptrace::require_ptrace();
     run_lldb(lldb_command_on(&["-p", &pid.to_string()], commands), DEFAULT_TIMEOUT)
 }
 
@@ -290,7 +290,7 @@ pub fn queues(fe: FrontEnd, pid: u32, args: &str) -> Run {
         FrontEnd::Gdb => gdb(pid, &[&format!("info mpi-queues {args}")]),
         FrontEnd::Lldb => lldb(pid, &[&format!("mpi queues {args}")]),
         FrontEnd::Cli => {
-            crate::gdb::require_ptrace();
+            crate::ptrace::require_ptrace();
             let pid = pid.to_string();
             let mut a = vec!["queues", "--pid", pid.as_str()];
             a.extend(args.split_whitespace());
@@ -307,7 +307,7 @@ pub fn queues(fe: FrontEnd, pid: u32, args: &str) -> Run {
 /// a job pays it once. Each value holds the `schema` and that one process
 /// (no analysis). Panics with the output unless every process was read.
 pub fn snapshots(fe: FrontEnd, pids: &[u32], args: &str) -> Vec<Value> {
-    crate::gdb::require_ptrace();
+    crate::ptrace::require_ptrace();
     let each = |attach: &dyn Fn(u32) -> String, dump: &str, detach: &str| -> Vec<String> {
         pids.iter()
             .flat_map(|&pid| [attach(pid), format!("{dump} --json {args}"), detach.to_string()])

@@ -37,6 +37,8 @@ pub mod launcher;
 pub mod mpi;
 /// Process helpers over `/proc`: identity, state, descendants, leak checks.
 pub mod procs;
+/// Whether ptrace attach is allowed here (debugger tests need it).
+pub mod ptrace;
 /// The Python (mpi4py) example programs, and where a rank's main thread is.
 pub mod python;
 /// Running a command with a timeout: the one [`run::Run`] result.

@@ -232,7 +232,9 @@ fn is_nonblocking(n: &str) -> bool {
         && !rest.starts_with("ntercomm_")
         && !rest.starts_with("s_thread_main")
         && !matches!(rest, "probe" | "mprobe")
-        && classify(rest).blocks()
+        // A call that may wait (`isend`), or a send that completes locally
+        // (`ibsend`): its `i` form starts it.
+        && (classify(rest).blocks() || classify(rest) == CallClass::LocalSend)
 }
 
 #[cfg(test)]
@@ -369,6 +371,7 @@ mod tests {
             "MPI_Isend",
             "MPI_Irecv",
             "MPI_Issend",
+            "MPI_Ibsend",
             "MPI_Ibarrier",
             "MPI_Iallreduce",
             "MPI_Send_init",

@@ -53,7 +53,12 @@ pub(super) fn job_ranks(starter: i32, rep: &Reporter) -> Result<JobRanks, RunErr
             }
             let pids = mpi_descendants(starter);
             if pids.is_empty() {
-                return Err(e.into());
+                return Err(match e {
+                    // Nothing under it yet: its start-up, as far as mpiq can tell.
+                    JobError::NoProctable(pid) => JobError::NotLaunched(pid),
+                    e => e,
+                }
+                .into());
             }
             // Their world ranks: from the environment the starter gave
             // each (PMI_RANK, ...), else as the library reports them.

@@ -39,7 +39,7 @@ pub enum Step<'a> {
 /// If lldb ends before `quit`, does not quit within 120 s, or
 /// crashed; if a [`Step::WaitFor`] file never appears.
 pub fn lldb_interactive(pid: u32, steps: &[Step<'_>], env: &[(&str, &str)]) -> (String, Option<Duration>) {
-    crate::gdb::require_ptrace();
+    crate::ptrace::require_ptrace();
     let mut cmd = Command::new("script");
     // script(1) runs the command with `$SHELL -c` (or /bin/sh when SHELL is
     // unset, as under CI): `exec` makes lldb script's own child either way.
