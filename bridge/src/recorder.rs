@@ -20,6 +20,12 @@ mod layout;
 /// The symbol the recorder's header is at.
 pub const SYMBOL: &str = "mpiq_recorder";
 
+/// The numbers of the wait and test calls (`MPIQ_CALL_WAIT` to
+/// `MPIQ_CALL_TESTSOME` of `mpiq_recorder.h`), whose records count the
+/// requests they were given (tests/recorded_calls_agree.rs holds this to
+/// the header).
+pub const WAIT_CALLS: std::ops::RangeInclusive<i32> = 30..=37;
+
 const MAGIC: &[u8; 8] = b"MPIQREC\0";
 /// Largest table this reader reads (records): a header asking for more is
 /// not a recorder's.
@@ -68,7 +74,7 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
     let bad = |why: String| RecorderError::Layout { addr, why };
     if head[..8] != MAGIC[..] {
         return Err(bad(if head[..8].iter().all(|&b| b == 0) {
-            "it is empty (the recorder's library is loaded but never started)".into()
+            "it is empty: the recorder's library is loaded and not started (the process has not reached main yet, or the recorder's initialiser did not run)".into()
         } else {
             "no magic (another object's symbol?)".into()
         }));
@@ -193,8 +199,7 @@ pub fn read(target: &mut dyn Target) -> Result<Option<Recording>, RecorderError>
 fn call(f: &Fields<'_>) -> RecordedCall {
     let id = f.i32(C_CALL);
     let name = call_name(id);
-    // The wait and test calls (`mpiq_recorder.h`: 30-37) count requests.
-    let waits = (30..=37).contains(&id);
+    let waits = WAIT_CALLS.contains(&id);
     RecordedCall {
         requests_active: waits.then(|| i64::from(f.i32(C_REQUESTS_ACTIVE))),
         requests_known: waits.then(|| i64::from(f.i32(C_REQUESTS_KNOWN))),

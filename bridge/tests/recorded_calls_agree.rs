@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use mpiq::recorder::call_name;
+use mpiq::recorder::{call_name, WAIT_CALLS};
 use mpiq::stacks::names::{classify, CallClass};
 
 /// A source file of the recorder.
@@ -125,11 +125,11 @@ fn the_stacks_know_every_recorded_call() {
 }
 
 #[test]
-fn the_wait_and_test_calls_are_the_headers_30_to_37() {
-    // The reader counts requests of the calls numbered 30-37 (recorder.rs).
+fn the_wait_and_test_calls_are_the_headers_waits_and_tests() {
+    // The reader counts requests of the calls numbered WAIT_CALLS.
     let waits: Vec<String> = header_calls()
         .into_iter()
-        .filter(|(_, n)| (30..=37).contains(n))
+        .filter(|(_, n)| WAIT_CALLS.contains(n))
         .map(|(c, _)| canonical(&c))
         .collect();
     assert_eq!(

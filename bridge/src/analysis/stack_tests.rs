@@ -971,3 +971,89 @@ fn a_rank_blocked_outside_mpi_with_operations_posted_is_never_part_of_a_deadlock
     assert!(!a.cycles.iter().any(|c| c.contains(&1)), "{:?}", a.cycles);
     assert!(!a.blocked.contains(&1), "{a:#?}");
 }
+
+/// Ranks without queues (a packaged MPI), nobody in MPI: rank 0 in libc's
+/// `write` with the kernel's `state`, the others computing in `ddot_`;
+/// `receiving`: ranks in a blocking receive instead.
+fn writing_rank(n: i32, state: &str, receiving: &[i32]) -> Snapshot {
+    let ps = (0..n)
+        .map(|r| {
+            let pid = 1000 + r as u64;
+            let mut p = process(r, vec![]);
+            let t = if r == 0 {
+                in_libc(pid, "__libc_write")
+            } else if receiving.contains(&r) {
+                in_mpi(pid, "PMPI_Recv", 40)
+            } else {
+                ThreadStack {
+                    tid: pid,
+                    frames: vec![frame("ddot_", APP, None), frame("main", APP, Some(9))],
+                    ..ThreadStack::default()
+                }
+            };
+            p = with(p, vec![t], Vec::new());
+            p.os = Some(crate::snapshot::model::OsState {
+                state: if r == 0 { state.into() } else { "R".into() },
+                cpu_ms: 10,
+                ..Default::default()
+            });
+            p.queues_missing = Some(crate::snapshot::model::QueuesMissing::new(
+                crate::snapshot::model::MissingReason::NoDebugInfo,
+            ));
+            p
+        })
+        .collect();
+    snapshot(ps)
+}
+
+#[test]
+fn a_rank_writing_a_file_while_the_others_compute_is_a_progressing_job() {
+    // Elk on Debian's Open MPI, healthy: rank 0 in write() (uninterruptible
+    // sleep, its file system's) in both samples, ranks 1-3 in their own
+    // code. Nobody waits inside MPI: no deadlock, and the job progresses;
+    // rank 0 is named with what the kernel says (never left out).
+    let s = writing_rank(4, "D", &[]);
+    let a = analyze_samples(&s, Some(&s), Some(700));
+    assert_eq!(a.verdict, Verdict::NoDeadlock, "{a:#?}");
+    assert!(
+        a.summary.starts_with(
+            "no deadlock (from stacks only: the queues are not readable with this MPI build): ranks 1-3 moved \
+             between two samples 700 ms apart or compute, and no rank waits inside MPI (rank 0 is blocked \
+             outside MPI in write (an uninterruptible sleep: a file system or a device)"
+        ),
+        "{}",
+        a.summary
+    );
+    assert!(a.summary.ends_with("the job is progressing"), "{}", a.summary);
+    // Where each rank is: rank 0 blocked outside MPI, the others computing.
+    let states: Vec<(i64, &str)> = a.where_.iter().map(|w| (w.rank, w.state.as_str())).collect();
+    assert_eq!(
+        states,
+        [(0, "idle"), (1, "computing"), (2, "computing"), (3, "computing")],
+        "{:#?}",
+        a.where_
+    );
+    assert!(a.rests_on_change, "{a:#?}");
+    // One sample cannot tell that the others move.
+    assert_eq!(analyze(&s, None).verdict, Verdict::Unknown);
+    // Every rank blocked outside MPI: nobody is seen to move (a file system
+    // that never answers): unknown, never the all-clear.
+    let mut all = writing_rank(2, "D", &[]);
+    all.processes[1] = {
+        let mut p = all.processes[0].clone();
+        p.pid = Some(1001);
+        p.world_rank = Some(1);
+        if let Some(t) = p.stacks.as_mut() {
+            t.threads[0].tid = 1001;
+        }
+        p
+    };
+    let a = analyze_samples(&all, Some(&all), Some(700));
+    assert_eq!(a.verdict, Verdict::Unknown, "{a:#?}");
+    // A rank waiting inside MPI that did not move, beside rank 0: whether
+    // it waits for rank 0 is not known from stacks.
+    let s = writing_rank(4, "D", &[1]);
+    let a = analyze_samples(&s, Some(&s), Some(700));
+    assert_eq!(a.verdict, Verdict::Unknown, "{a:#?}");
+    assert!(a.summary.contains("rank 0"), "{}", a.summary);
+}

@@ -104,9 +104,13 @@ fn stalled(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> 
 /// moved between the two samples (or computes), none of them waits for
 /// good: the job is seen to progress. So too when one rank alone did not
 /// move and waits in MPI: a deadlock needs two ranks that do not move, and
-/// whomever it waits for moves. Not with a rank stopped by a signal, nor
-/// with any rank unknown for another reason (unread). `Some(the ranks that
-/// did not move)` when it holds.
+/// whomever it waits for moves. So too when the ranks that did not move are
+/// all blocked outside MPI (a write to a file system that is slow, or never
+/// answers) while the others move or compute: no rank waits inside MPI, so
+/// none waits for another (the next sample, once the others wait on them,
+/// names them). Not with a rank stopped by a signal, nor with any rank
+/// unknown for another reason (unread). `Some(the ranks that did not
+/// move)` when it holds.
 fn every_rank_moves(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<i64>) -> Option<Vec<i64>> {
     let p = inp.progress.as_ref()?;
     let st = &inp.stacks;
@@ -117,8 +121,8 @@ fn every_rank_moves(inp: &Inputs<'_>, nodes: &BTreeSet<i64>, unknown: &BTreeSet<
         .collect();
     let one_waits = match still.as_slice() {
         [] => true,
-        [r] => nodes.len() >= 3 && matches!(st.places.get(r), Some(Place::InMpi(_))),
-        _ => false,
+        [r] if nodes.len() >= 3 && matches!(st.places.get(r), Some(Place::InMpi(_))) => true,
+        s => s.len() < nodes.len() && s.iter().all(|r| matches!(st.places.get(r), Some(Place::Idle(_)))),
     };
     (!nodes.is_empty() && st.stopped.is_empty() && unknown.iter().all(|r| st.stacks_only.contains(r)) && one_waits)
         .then_some(still)
@@ -679,8 +683,24 @@ pub(crate) fn conclude(inp: Inputs<'_>) -> Analysis {
         // Seen to move, every rank, though no queue could be read: said so,
         // and where the ranks that did not move wait.
         Verdict::NoDeadlock if seen_moving => {
-            let words = match moving_but.as_deref() {
-                Some([r]) => format!(
+            let still = moving_but.as_deref().unwrap_or_default();
+            let outside = !still.is_empty()
+                && still
+                    .iter()
+                    .all(|r| matches!(inp.stacks.places.get(r), Some(Place::Idle(_))));
+            let words = match still {
+                _ if outside => {
+                    let moving: Vec<i64> = nodes.iter().filter(|r| !still.contains(r)).copied().collect();
+                    format!(
+                        "{} moved between {} or compute{}, and no rank waits inside MPI ({}): the job is \
+                         progressing",
+                        ranks_words(&moving),
+                        interval_words(inp.interval_ms),
+                        if moving.len() == 1 { "s" } else { "" },
+                        ranks_said(inp.stacks.snap, job, inp.stacks.places, still, 4).unwrap_or_default()
+                    )
+                }
+                [r] => format!(
                     "every rank but rank {r} moved between {} or computes, and rank {r} alone, waiting in MPI on \
                      ranks that move, cannot be in a deadlock: the job is progressing",
                     interval_words(inp.interval_ms)

@@ -266,7 +266,7 @@ fn no_recorder_a_foreign_symbol_an_empty_one_and_unreadable_memory() {
     let mut i = Image::new();
     i.put(0, b"\0\0\0\0\0\0\0\0");
     let e = read(&mut i).unwrap_err().to_string();
-    assert!(e.contains("never started"), "{e}");
+    assert!(e.contains("loaded and not started"), "{e}");
     let mut i = Image::new();
     i.put(0, b"ELF\0abcd");
     assert!(read(&mut i).unwrap_err().to_string().contains("no magic"));

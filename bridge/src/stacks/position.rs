@@ -102,6 +102,12 @@ pub fn position(t: &ThreadStack) -> Position {
         };
     }
     if !t.frames.iter().any(app) {
+        // Still starting: the dynamic loader runs the libraries'
+        // initialisers before main (a network library's, looking at the
+        // node's devices): the application's thread, not the runtime's.
+        if let Some(at) = loading(t) {
+            return Position::NotInMpi { at: Some(at) };
+        }
         return Position::Runtime;
     }
     let inner = t.frames.iter().position(app);
@@ -125,6 +131,34 @@ pub fn position(t: &ThreadStack) -> Position {
     Position::NotInMpi {
         at: inner.map(|j| frame_words(&t.frames[j])),
     }
+}
+
+/// A thread in the dynamic loader's run of the libraries' initialisers,
+/// before `main` (`_dl_init`, `call_init` of `ld-linux-x86-64.so.2`): "the
+/// initialiser of libpsm2.so.2.2, before main (still starting)", naming
+/// the outermost library between the loader and the innermost frame, when
+/// one is not the C library's.
+fn loading(t: &ThreadStack) -> Option<String> {
+    let is_loader = |f: &Frame| {
+        let o = f.object.as_deref().unwrap_or_default();
+        let file = o.rsplit('/').next().unwrap_or(o);
+        (file.starts_with("ld-linux") || file.starts_with("ld64.so") || file.starts_with("ld.so"))
+            && matches!(f.function.as_deref(), Some("_dl_init" | "call_init" | "_dl_start_user"))
+    };
+    let at = t.frames.iter().position(is_loader)?;
+    if t.frames.iter().any(|f| f.function.as_deref() == Some("main")) {
+        return None;
+    }
+    let library = t.frames[..at]
+        .iter()
+        .rev()
+        .filter_map(|f| f.object.as_deref())
+        .map(|o| o.rsplit('/').next().unwrap_or(o))
+        .find(|file| !file.starts_with("ld-") && !file.starts_with("libc.so") && !file.starts_with("libc-"));
+    Some(match library {
+        Some(lib) => format!("the initialiser of {lib}, before main (still starting)"),
+        None => "a library's initialiser, before main (still starting)".to_string(),
+    })
 }
 
 /// An MPI call the application made through another library: the
@@ -767,6 +801,27 @@ mod tests {
             }
         );
         assert_eq!(position(&progress), Position::Runtime);
+        // Still starting (CI's Open MPI 5 rank at 5 s): libpsm2's
+        // initialiser, run by the dynamic loader before main.
+        let ld = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
+        let mut psm2 = frame("", "/usr/lib/x86_64-linux-gnu/libpsm2.so.2.2", None);
+        psm2.function = None;
+        let starting = thread(vec![
+            frame("sched_setaffinity", "/usr/lib/x86_64-linux-gnu/libc.so.6", None),
+            psm2,
+            frame("call_init", ld, None),
+            frame("_dl_init", ld, None),
+        ]);
+        assert_eq!(
+            position(&starting),
+            Position::NotInMpi {
+                at: Some("the initialiser of libpsm2.so.2.2, before main (still starting)".into())
+            }
+        );
+        assert_eq!(
+            where_words(&[starting]),
+            "not in MPI, in the initialiser of libpsm2.so.2.2, before main (still starting)"
+        );
         assert_eq!(where_words(&[main, progress]), "not in MPI, in main (ring.c:64)");
         assert_eq!(where_words(&[]), "no application thread");
     }
